@@ -257,6 +257,38 @@ type headerField struct {
 	values []string
 }
 
+// limitStored holds what req stores of its header fields to the headers'
+// bounds (maxCount values, maxBytes of names and values): its headers
+// first, then its trailer fields in the room they left, the rest of both
+// counted in DroppedHeaders. Trailers were stored whole: a chunked body's
+// trailer of 4 KiB (net/http's bound) held 1 020 fields, an HTTP/2 one
+// as many as its header block may (about 2 000), where 200 headers were.
+// received is every header as it came, for forwarding (trailers are not
+// forwarded).
+func limitStored(req *domain.CapturedRequest, maxCount int, maxBytes int64) (received []domain.Header) {
+	received = req.Headers
+	req.Headers, req.DroppedHeaders = limitHeaders(req.Headers, maxCount, maxBytes)
+	if len(req.Trailers) == 0 {
+		return received
+	}
+	if req.DroppedHeaders > 0 {
+		req.DroppedHeaders += len(req.Trailers)
+		req.Trailers = nil
+		return received
+	}
+	var size int64
+	for _, h := range req.Headers {
+		size += int64(len(h.Name) + len(h.Value))
+	}
+	var dropped int
+	req.Trailers, dropped = limitHeaders(req.Trailers, maxCount-len(req.Headers), maxBytes-size)
+	if len(req.Trailers) == 0 {
+		req.Trailers = nil
+	}
+	req.DroppedHeaders += dropped
+	return received
+}
+
 // limitHeaders returns the leading headers of all that fit maxCount values
 // and maxBytes of names and values, and how many were left out. Storage
 // has these limits because every read of a delivery returns its headers;

@@ -164,8 +164,7 @@ type forwardRefusals struct {
 // caller releases c.reserved either way.
 func (s *Server) captureToForward(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route, id string, maxBody int64, words forwardRefusals) (c captured, ok bool) {
 	req, full, reserved, err := captureProxied(r, s.cfg.CaptureCap, maxBody, s.bodies, route.AccountID)
-	received := req.Headers
-	req.Headers, req.DroppedHeaders = limitHeaders(received, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
+	received := limitStored(&req, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
 	c = captured{req: req, full: full, received: received, reserved: reserved}
 	var tooLarge *BodyTooLargeError
 	switch {

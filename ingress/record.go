@@ -19,7 +19,7 @@ func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http
 	// The body is held until its record is committed (recordAnswer
 	// returns); then its memory returns.
 	defer releaseBody(s.bodies, r, route.AccountID, reserved)
-	req.Headers, req.DroppedHeaders = limitHeaders(req.Headers, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
+	limitStored(&req, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
 	var full *BodyBudgetError
 	switch {
 	case errors.Is(err, ErrUnsupportedTarget):
