@@ -282,6 +282,9 @@ func (d *Delivery) ID() string                    { return d.id }
 func (d *Delivery) Answered() bool                { return d.answered }
 func (d *Delivery) Pending(attemptID string) bool { return d.pending[attemptID] }
 
+// Copies is how many copies the delivery has recorded (MaxDeliveryCopies).
+func (d *Delivery) Copies() int { return d.copies }
+
 // Answer records the status the sender got; only the first answer counts.
 func (d *Delivery) Answer(status int, reason string) {
 	if d.answered {

@@ -128,6 +128,7 @@ func (r *Recorder) RequestRetry(ctx context.Context, deliveryID string, t RetryT
 			Method: method, Target: target, Headers: headers, Body: body,
 			Timeout: t.Timeout, CaptureResponse: t.CaptureResponse,
 			Host: received.Host, Scheme: received.Scheme, RemoteAddr: received.RemoteAddr,
+			CopiesRecorded: d.Copies(),
 		}, ids[len(ids)-1], res.NextRevision)
 		return nil
 	})

@@ -18,6 +18,9 @@ type Forward struct {
 	// Host, Scheme and RemoteAddr are the public host the sender called,
 	// how, and the sender's address (see domain.ForwardCommand).
 	Host, Scheme, RemoteAddr string
+	// CopiesRecorded is how many copies the delivery has recorded
+	// (domain.ForwardCommand.CopiesRecorded).
+	CopiesRecorded int
 }
 
 // NewForward is the one builder of a forward command, for a first attempt
@@ -43,5 +46,6 @@ func NewForward(f Forward, requestEventID string, requestRevision uint64) domain
 		Host:            f.Host,
 		Scheme:          f.Scheme,
 		RemoteAddr:      f.RemoteAddr,
+		CopiesRecorded:  f.CopiesRecorded,
 	}
 }

@@ -76,6 +76,7 @@ func (r *Recorder) RequestQueued(ctx context.Context, deliveryID string, t Queue
 			Method: received.Method, Target: received.Target, Headers: headers, Body: received.Body,
 			Timeout: t.Timeout, CaptureResponse: t.CaptureResponse,
 			Host: received.Host, Scheme: received.Scheme, RemoteAddr: received.RemoteAddr,
+			CopiesRecorded: d.Copies(),
 		}, ids[len(ids)-1], res.NextRevision)
 		return nil
 	})

@@ -624,7 +624,8 @@ func (p plan) agentID() string {
 // command another node sent for one session (cmd.Agent) goes to it alone:
 // that node gives the copies; if the session has just ended, the rule
 // picks among this process's. No session: none is connected, or none
-// matches.
+// matches. The copies are at most cmd.CopiesLeft: a delivery records
+// domain.MaxDeliveryCopies.
 //
 // The filters are matched with h.mu released, as Admits matches them: the
 // lock is every account's (forwards, answers, attaches), and one
@@ -673,8 +674,10 @@ func (h *Hub) dispatch(cmd domain.ForwardCommand, remote []RemoteSession) (plan,
 	if cmd.Agent != "" {
 		return pl, nil
 	}
+	// No session gets a copy its delivery cannot record.
+	left := cmd.CopiesLeft()
 	for j, c := range live {
-		if j != i {
+		if j != i && len(pl.copies) < left {
 			pl.copies = append(pl.copies, c)
 		}
 	}
