@@ -120,3 +120,44 @@ func TestIndexHasStrictCSP(t *testing.T) {
 		}
 	}
 }
+
+// TestManyRangesServeTheWholeFile: a request for a console file with
+// thousands of one-byte ranges gets the whole file, not a part per range.
+// Before, net/http answered each range as a part of a multipart answer:
+// 15 000 ranges of a 45 KB module made a 2.2 MB answer and took 92 ms of
+// CPU where the file alone takes 0.5 ms. One range is still served.
+func TestManyRangesServeTheWholeFile(t *testing.T) {
+	srv := httptest.NewServer(console.Handler())
+	t.Cleanup(srv.Close)
+	get := func(t *testing.T, path, ranges string) (int, int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ranges != "" {
+			req.Header.Set("Range", ranges)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, len(b), resp.Header.Get("Content-Type")
+	}
+	many := "bytes=0-0" + strings.Repeat(",0-0", 14_999)
+	for _, path := range []string{"/assets/detail.js", "/", "/favicon.ico"} {
+		_, whole, _ := get(t, path, "")
+		status, n, ct := get(t, path, many)
+		if status != http.StatusOK || n != whole || strings.HasPrefix(ct, "multipart/") {
+			t.Errorf("%s with 15 000 ranges: %d, %d bytes (%s); want 200 and the whole file, %d bytes", path, status, n, ct, whole)
+		}
+		if status, n, _ := get(t, path, "bytes=0-9"); status != http.StatusPartialContent || n != 10 {
+			t.Errorf("%s with one range: %d, %d bytes; want 206 and 10 bytes", path, status, n)
+		}
+	}
+}
