@@ -373,14 +373,20 @@ const (
 // sender's bytes back); form data as an object; anything else, or an
 // incomplete body, as {}.
 func smeeEvent(d readmodel.Delivery, maxBytes int) ([]byte, error) {
-	fields := map[string]any{}
+	// Repeats are gathered and joined once: joining each onto the line so
+	// far copied it every time, 7.2 MB for 200 values of 320 bytes.
+	values := map[string][]string{}
+	var names []string
 	for _, h := range domain.StripHopByHop(d.Headers) {
 		name := strings.ToLower(h.Name)
-		if prev, ok := fields[name].(string); ok {
-			fields[name] = prev + ", " + h.Value
-			continue
+		if _, ok := values[name]; !ok {
+			names = append(names, name)
 		}
-		fields[name] = h.Value
+		values[name] = append(values[name], h.Value)
+	}
+	fields := make(map[string]any, len(names)+5)
+	for _, name := range names {
+		fields[name] = strings.Join(values[name], ", ")
 	}
 	if _, ok := fields["host"]; !ok && d.Host != "" {
 		fields["host"] = d.Host // as smee.io gives it; its client drops it

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +188,42 @@ func TestStreamSlots(t *testing.T) {
 	}
 	if s.byAddr["a"] != MaxStreamsPerAddress-1 || s.total != s.max || s.clients.Held("client-0") != 0 || s.clients.Held("one") != MaxStreamsPerClient {
 		t.Fatalf("counts %v, one %d, total %d", s.byAddr, s.clients.Held("one"), s.total)
+	}
+}
+
+// TestSmeeEventJoinsRepeatsOnce: a header sent 200 times (the most values
+// stored) becomes one field, its values joined with ", " in order, and
+// building the event allocates a few times the headers' size. Before, each
+// value was joined onto the line so far: 200 values of 320 bytes (64 KB)
+// allocated 7.2 MB for one event; now 0.15 MB.
+func TestSmeeEventJoinsRepeatsOnce(t *testing.T) {
+	const values, size = 200, 320
+	d := readmodel.Delivery{Cursor: "c", Target: "/", Complete: true, Body: []byte(`{}`)}
+	var want []string
+	for i := range values {
+		v := fmt.Sprintf("%03d", i) + strings.Repeat("v", size-3)
+		d.Headers = append(d.Headers, domain.Header{Name: "X-Repeat", Value: v})
+		want = append(want, v)
+	}
+	ev, err := smeeEvent(d, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, data := parseEvent(t, ev)
+	if got, _ := data["x-repeat"].(string); got != strings.Join(want, ", ") {
+		t.Fatalf("x-repeat is %d bytes, want the %d values joined in order", len(got), values)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 10 {
+		if _, err := smeeEvent(d, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	perEvent := (after.TotalAlloc - before.TotalAlloc) / 10
+	t.Logf("%d bytes allocated an event", perEvent)
+	if most := uint64(8 * values * size); perEvent > most {
+		t.Errorf("an event of %d header values of %d bytes allocated %d bytes, want at most %d (8 times the headers)", values, size, perEvent, most)
 	}
 }
