@@ -197,6 +197,7 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s.backlogs.shared.Size = backlogCountsShared
 	s.streams.max = cfg.MaxStreams
+	s.streams.reserved = cfg.MaxStreams / StreamsReservedShare
 	s.replays = ratelimit.NewKeyed(cfg.ReplayRate, maxLimitedAddresses)
 	s.streamsDone = make(chan struct{})
 

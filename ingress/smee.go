@@ -43,6 +43,15 @@ const (
 	MaxStreamsPerNetwork = clientkey.NetworkShare * MaxStreamsPerClient
 	// DefaultMaxStreams bounds the smee streams of the whole relay.
 	DefaultMaxStreams = 4096
+	// StreamsReservedShare: the last 1/StreamsReservedShare of the
+	// relay's streams is kept for client networks (a client without one:
+	// the client) that hold at most StreamsSmallHolding with the new one.
+	// Without it 8 networks of MaxStreamsPerNetwork held every stream, and
+	// every other tenant's smee client was refused.
+	StreamsReservedShare = 4
+	// StreamsSmallHolding is the most a network may hold and still take
+	// from the reserved share: a team's few smee clients, not a flood.
+	StreamsSmallHolding = 16
 	// StreamPingInterval is how often an idle stream gets a comment line,
 	// so that proxies do not close it as idle.
 	StreamPingInterval = 25 * time.Second
@@ -123,6 +132,9 @@ type streamSlots struct {
 	clients clientkey.Caps
 	total   int
 	max     int
+	// reserved is the last part of max kept for networks that hold at
+	// most StreamsSmallHolding (max/StreamsReservedShare; 0: none).
+	reserved int
 }
 
 func (s *streamSlots) acquire(address, client string) (ok bool, why string) {
@@ -141,12 +153,25 @@ func (s *streamSlots) acquire(address, client string) (ok bool, why string) {
 		s.clients.Release(client)
 		return false, "the relay serves as many streams as it may"
 	}
+	if s.total >= s.max-s.reserved && s.holding(client) > StreamsSmallHolding {
+		s.clients.Release(client)
+		return false, fmt.Sprintf("the relay's last streams are kept for networks that hold at most %d; yours holds more", StreamsSmallHolding)
+	}
 	if s.byAddr == nil {
 		s.byAddr = map[string]int{}
 	}
 	s.byAddr[address]++
 	s.total++
 	return true, ""
+}
+
+// holding is what client's network holds (the client, without one),
+// its new stream counted. s.mu held.
+func (s *streamSlots) holding(client string) int {
+	if network := clientkey.Network(client); network != "" {
+		return s.clients.NetworkHeld(network)
+	}
+	return s.clients.Held(client)
 }
 
 func (s *streamSlots) release(address, client string) {

@@ -227,3 +227,38 @@ func TestSmeeEventJoinsRepeatsOnce(t *testing.T) {
 		t.Errorf("an event of %d header values of %d bytes allocated %d bytes, want at most %d (8 times the headers)", values, size, perEvent, most)
 	}
 }
+
+// TestStreamSlotsKeepAReserve: networks that hold many streams leave the
+// relay's last quarter to networks that hold few. Before, 8 networks of
+// 512 streams held all 4 096, and a stream from any other network was
+// refused until one of theirs ended.
+func TestStreamSlotsKeepAReserve(t *testing.T) {
+	s := &New(Config{}, Deps{}).streams // as a relay's are
+	taken := 0
+	// Busy networks, each from as many clients as it takes to hold its
+	// cap: 8 of them would hold every stream.
+	for n := 0; n < 8 && taken < s.max; n++ {
+		for i := 0; i < MaxStreamsPerNetwork; i++ {
+			client := fmt.Sprintf("10.0.%d.%d", n, i/MaxStreamsPerClient)
+			if ok, _ := s.acquire(fmt.Sprintf("busy-%d-%d", n, i%MaxStreamsPerAddress), client); !ok {
+				break
+			}
+			taken++
+		}
+	}
+	t.Logf("8 busy networks hold %d of %d streams", taken, s.max)
+	if most := s.max - s.reserved + 7*StreamsSmallHolding; taken > most {
+		t.Errorf("busy networks hold %d streams, want at most %d: the reserve is %d", taken, most, s.reserved)
+	}
+	// Networks of a team's few clients each still open theirs.
+	for n := range 40 {
+		for i := range StreamsSmallHolding {
+			if ok, why := s.acquire(fmt.Sprintf("team-%d", n), fmt.Sprintf("192.168.%d.%d", n, i)); !ok {
+				t.Fatalf("stream %d of a network of few (%d) refused: %s", i, n, why)
+			}
+		}
+	}
+	if ok, why := s.acquire("team-0", "192.168.0.200"); ok || !strings.Contains(why, "kept for networks") {
+		t.Errorf("a network past %d streams took from the reserve: %v %q", StreamsSmallHolding, ok, why)
+	}
+}
