@@ -3,6 +3,7 @@ package graph
 import (
 	"testing"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 
@@ -29,6 +30,7 @@ func TestCountBodyFields(t *testing.T) {
 		{"edges", `edges { node { bodyBase64 } }`, 0, 1},
 		{"inline fragment", `nodes { ... on Delivery { body } }`, 1, 0},
 		{"named fragment", `nodes { ...F }`, 1, 1},
+		{"skipped", `nodes { body @skip(if: true) bodyBase64 }`, 0, 1},
 		{"an edit's body is not the row's", `nodes { attempts { edit { bodyBase64 } } }`, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,7 +44,7 @@ fragment F on Delivery { body bodyBase64 }`
 				t.Fatal(errs)
 			}
 			deliveries := doc.Operations[0].SelectionSet[0].(*ast.Field).SelectionSet[0].(*ast.Field)
-			text, base64 := countBodyFields(deliveries.SelectionSet)
+			text, base64 := countBodyFields(&graphql.OperationContext{Doc: doc}, deliveries.SelectionSet)
 			if text != tc.text || base64 != tc.base64 {
 				t.Errorf("%s: %d body, %d bodyBase64; want %d, %d", tc.rows, text, base64, tc.text, tc.base64)
 			}

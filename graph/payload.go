@@ -113,87 +113,40 @@ func fieldSelections(set ast.SelectionSet, name string, seen map[*ast.FragmentDe
 // reserved before the bodies are read.
 func bodyEncodings(ctx context.Context, stored int64) int64 {
 	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || fc.Field.Field == nil {
+	if fc == nil || fc.Field.Field == nil || !graphql.HasOperationContext(ctx) {
 		return 0
 	}
-	text, base64 := countBodyFields(fc.Field.Selections)
+	text, base64 := countBodyFields(graphql.GetOperationContext(ctx), fc.Field.Selections)
 	return int64(text)*stored + int64(base64)*((stored+2)/3*4)
 }
 
 // countBodyFields counts the body and bodyBase64 fields of the deliveries
-// a connection's selection set lists (its nodes, or edges' node), through
-// fragments, as the answer has them: fields of one response key (alias)
-// merged into one, as GraphQL merges them. Fields of the same names
-// deeper (an attempt's edit) are not the page's request bodies.
-func countBodyFields(set ast.SelectionSet) (text, base64 int) {
-	for _, f := range byKey(set) {
-		switch f.name {
-		case "nodes":
-			for _, b := range byKey(f.sets...) {
-				switch b.name {
-				case "body":
-					text++
-				case "bodyBase64":
-					base64++
-				}
+// a connection's selection set lists (its nodes, or edges' node), as the
+// answer has them: graphql.CollectFields merges the fields of one
+// response key and expands fragments. Fields of the same names deeper (an
+// attempt's edit) are not the page's request bodies.
+func countBodyFields(op *graphql.OperationContext, set ast.SelectionSet) (text, base64 int) {
+	rows := func(set ast.SelectionSet) {
+		for _, f := range graphql.CollectFields(op, set, []string{"Delivery"}) {
+			switch f.Name {
+			case "body":
+				text++
+			case "bodyBase64":
+				base64++
 			}
+		}
+	}
+	for _, f := range graphql.CollectFields(op, set, []string{"DeliveryConnection"}) {
+		switch f.Name {
+		case "nodes":
+			rows(f.Selections)
 		case "edges":
-			for _, e := range byKey(f.sets...) {
-				if e.name == "node" {
-					t, b := countBodyFields(ast.SelectionSet{&ast.Field{Alias: "nodes", Name: "nodes", SelectionSet: merged(e.sets)}})
-					text, base64 = text+t, base64+b
+			for _, e := range graphql.CollectFields(op, f.Selections, []string{"DeliveryEdge"}) {
+				if e.Name == "node" {
+					rows(e.Selections)
 				}
 			}
 		}
 	}
 	return text, base64
-}
-
-// keyed is the fields of one response key of a selection: their name and
-// the selection sets GraphQL merges into one.
-type keyed struct {
-	name string
-	sets []ast.SelectionSet
-}
-
-// byKey groups the fields of selection sets, their fragments' included,
-// by response key.
-func byKey(sets ...ast.SelectionSet) map[string]*keyed {
-	out := map[string]*keyed{}
-	var walk func(ast.SelectionSet)
-	walk = func(set ast.SelectionSet) {
-		for _, sel := range set {
-			switch s := sel.(type) {
-			case *ast.Field:
-				key := s.Alias
-				if key == "" {
-					key = s.Name
-				}
-				k := out[key]
-				if k == nil {
-					k = &keyed{name: s.Name}
-					out[key] = k
-				}
-				k.sets = append(k.sets, s.SelectionSet)
-			case *ast.InlineFragment:
-				walk(s.SelectionSet)
-			case *ast.FragmentSpread:
-				if s.Definition != nil {
-					walk(s.Definition.SelectionSet)
-				}
-			}
-		}
-	}
-	for _, set := range sets {
-		walk(set)
-	}
-	return out
-}
-
-func merged(sets []ast.SelectionSet) ast.SelectionSet {
-	var out ast.SelectionSet
-	for _, s := range sets {
-		out = append(out, s...)
-	}
-	return out
 }

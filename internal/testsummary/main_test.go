@@ -29,12 +29,7 @@ func TestSummarize(t *testing.T) {
 		`{"Action":"output","Package":"q","Output":"ok  \tq\t0.1s\n"}`,
 		`{"Action":"pass","Package":"q"}`,
 	}, "\n")
-	var out bytes.Buffer
-	failed, err := summarize(strings.NewReader(in), &out, false)
-	if err != nil || !failed {
-		t.Fatalf("failed %v, err %v", failed, err)
-	}
-	got := out.String()
+	got := summarizeFailed(t, in)
 	for _, want := range []string{"c_test.go:1: boom", "FAIL\tp", "ok  \tq", "Skipped", "- caddy is not on PATH: apt-get install caddy\n    p TestA and 1 more"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
@@ -149,16 +144,23 @@ func TestSummarizeTestsWithoutAResult(t *testing.T) {
 		`{"Action":"output","Package":"p","Output":"FAIL\tp\t0.1s\n"}`,
 		`{"Action":"fail","Package":"p"}`,
 	}, "\n")
-	var out bytes.Buffer
-	failed, err := summarize(strings.NewReader(in), &out, false)
-	if err != nil || !failed {
-		t.Fatalf("failed %v, err %v", failed, err)
-	}
-	got := out.String()
+	got := summarizeFailed(t, in)
 	if !strings.Contains(got, "--- NO RESULT: TestA") || !strings.Contains(got, "panic: boom") {
 		t.Errorf("a test ended by its package's failure is not shown:\n%s", got)
 	}
 	if strings.Contains(got, "still running elsewhere") {
 		t.Errorf("another package's test is shown:\n%s", got)
 	}
+}
+
+// summarizeFailed is the summary of the go test -json lines in, which
+// must report a failure.
+func summarizeFailed(t *testing.T, in string) string {
+	t.Helper()
+	var out bytes.Buffer
+	failed, err := summarize(strings.NewReader(in), &out, false)
+	if err != nil || !failed {
+		t.Fatalf("failed %v, err %v", failed, err)
+	}
+	return out.String()
 }
