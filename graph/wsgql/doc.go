@@ -13,8 +13,11 @@
 //   - operations per socket: Config.MaxSubscriptions (an error message with
 //     extensions.code TOO_MANY_SUBSCRIPTIONS beyond; the socket stays);
 //   - the messages those operations keep while they run: Config.HeldBytes
-//     together, and one query or mutation beside them (an error message
-//     with extensions.code REQUEST_TOO_LARGE beyond; the socket stays);
+//     together, and one query or mutation beside them; an operation past
+//     both waits for room, read, with at most Config.WaitBytes of others
+//     (default: the socket's message limit) and for Config.WaitTimeout (an
+//     error message with extensions.code REQUEST_TOO_LARGE beyond either;
+//     the socket stays);
 //   - sockets per client address: Config.MaxSocketsPerClient, and per
 //     client network over all its addresses: Config.MaxSocketsPerNetwork
 //     (HTTP 429 before the upgrade beyond);

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -142,6 +143,7 @@ func (c *conn) onInit(raw json.RawMessage) bool {
 	if c.t.cfg.MessageLimit != nil {
 		if n := c.t.cfg.MessageLimit(ctx); n > c.t.cfg.MaxMessage {
 			c.ws.SetReadLimit(n)
+			c.limit = n
 		}
 	}
 	c.ctx = context.WithValue(ctx, connKey{}, c)
@@ -176,21 +178,14 @@ func (c *conn) onSubscribe(f frame, start time.Time) bool {
 	}
 	full := len(c.ops) >= c.t.cfg.MaxSubscriptions
 	op := &operation{id: id, held: f.size}
+	params := &graphql.RawParams{Variables: p.Variables, Extensions: p.Extensions, Headers: c.headers}
+	params.Query = *p.Query
+	if p.OperationName != nil {
+		params.OperationName = *p.OperationName
+	}
+	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
 	switch {
 	case full:
-	case c.held+f.size <= c.t.cfg.HeldBytes:
-		c.held += f.size
-	case !c.large:
-		c.large, op.large = true, true
-	default:
-		c.mu.Unlock()
-		if !c.countRefusal() {
-			return false
-		}
-		c.sendErrors(c.ctx, id, gqlerror.List{c.heldError()})
-		return true
-	}
-	if full {
 		c.mu.Unlock()
 		if !c.countRefusal() {
 			return false
@@ -200,37 +195,161 @@ func (c *conn) onSubscribe(f frame, start time.Time) bool {
 			Extensions: map[string]any{"code": "TOO_MANY_SUBSCRIPTIONS"},
 		}})
 		return true
+	case c.fit(op):
+		c.startLocked(op, params)
+	case c.waitHeld+f.size <= c.waitBytes():
+		c.waitLocked(op, params)
+	default:
+		c.mu.Unlock()
+		if !c.countRefusal() {
+			return false
+		}
+		c.sendErrors(c.ctx, id, gqlerror.List{c.heldError(fmt.Sprintf(
+			"; operations waiting for room hold theirs too, %d bytes at most", c.waitBytes()))})
+		return true
 	}
+	c.mu.Unlock()
+	return true
+}
+
+// fit gives op room among the running operations if its message fits now:
+// in the held bytes (Config.HeldBytes), else in the place beside them.
+// Called with c.mu held.
+func (c *conn) fit(op *operation) bool {
+	switch {
+	case c.held+op.held <= c.t.cfg.HeldBytes:
+		c.held += op.held
+	case !c.large:
+		c.large, op.large = true, true
+	default:
+		return false
+	}
+	return true
+}
+
+// startLocked runs op, which fit, in a goroutine of its own; when it ends
+// its room goes to the operations waiting for it. Called with c.mu held.
+func (c *conn) startLocked(op *operation, params *graphql.RawParams) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	op.cancel = cancel
 	ctx = context.WithValue(ctx, opKey{}, op)
-	c.ops[id] = op
+	c.ops[op.id] = op
 	c.wg.Add(1)
-	c.mu.Unlock()
-	params := &graphql.RawParams{Variables: p.Variables, Extensions: p.Extensions, Headers: c.headers}
-	params.Query = *p.Query
-	if p.OperationName != nil {
-		params.OperationName = *p.OperationName
-	}
-	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
 	go func() {
 		defer c.wg.Done()
 		defer func() {
 			c.mu.Lock()
-			if c.ops[id] == op {
-				delete(c.ops, id)
+			if c.ops[op.id] == op {
+				delete(c.ops, op.id)
 			}
 			if op.large {
 				c.large = false
 			} else {
 				c.held -= op.held
 			}
+			c.admitLocked()
 			c.mu.Unlock()
 			cancel()
 		}()
-		c.run(ctx, id, op, params)
+		c.run(ctx, op.id, op, params)
 	}()
-	return true
+}
+
+// An operation whose message does not fit among the running ones waits
+// for room instead of being refused: an agent answering several forwards
+// with completeForward messages over 1 MiB has one run in the place beside
+// the held bytes and the next wait for it. The waiting messages are read
+// already (the reader goes on, so that complete, ping and small
+// operations, which an operation running may wait for, still pass), and
+// they are bounded like the running ones: by the operations a socket may
+// run (waiting ones count), by a byte budget of their own (waitBytes: the
+// socket's message limit unless Config.WaitBytes, so that one message of
+// any size may wait) and by Config.WaitTimeout. With WaitBytes unset the
+// messages one socket holds are thus at most HeldBytes + 2 × its message
+// limit: the held bytes, the one beside them and those waiting (3 MiB on
+// an anonymous socket of the relay, about 29.7 MiB on an agent's). Past
+// the budget an operation is refused as before; past the timeout too,
+// saying it waited. Waiting ones start in arrival order as room frees,
+// each as soon as its message fits, so a small one is not kept behind a
+// large one waiting for the place beside the held bytes (which only a
+// query or mutation keeps, and which frees when it ends, with nothing more
+// read from the client). The reader does not stop for a waiting one: a
+// running operation may wait for a later message (an agent's answer to a
+// retry running on the same socket), and a reader stopped behind it would
+// hold both until the timeout.
+
+// waitBytes is the budget of the messages waiting on this socket. Reader
+// only.
+func (c *conn) waitBytes() int64 {
+	if c.t.cfg.WaitBytes > 0 {
+		return c.t.cfg.WaitBytes
+	}
+	return c.limit
+}
+
+// waitLocked queues op until its message fits, or until
+// Config.WaitTimeout. Called with c.mu held.
+func (c *conn) waitLocked(op *operation, params *graphql.RawParams) {
+	op.wait = &waiting{params: params}
+	c.ops[op.id] = op
+	c.waiting = append(c.waiting, op)
+	c.waitHeld += op.held
+	op.wait.timer = time.AfterFunc(c.t.cfg.WaitTimeout, func() { c.waitedOut(op) })
+}
+
+// admitLocked starts the waiting operations that fit now, the earliest
+// first. Called with c.mu held.
+func (c *conn) admitLocked() {
+	if c.stopping {
+		return
+	}
+	kept := c.waiting[:0]
+	for _, op := range c.waiting {
+		if !c.fit(op) {
+			kept = append(kept, op)
+			continue
+		}
+		params := op.wait.params
+		c.unwaitLocked(op)
+		c.startLocked(op, params)
+	}
+	clear(c.waiting[len(kept):])
+	c.waiting = kept
+}
+
+// unwaitLocked takes op's message out of the waiting budget and stops its
+// timer; the caller takes it off c.waiting. Called with c.mu held.
+func (c *conn) unwaitLocked(op *operation) {
+	op.wait.timer.Stop()
+	op.wait = nil
+	c.waitHeld -= op.held
+}
+
+// dropWaiterLocked forgets op, which waits: completed, or waited too long.
+// Called with c.mu held.
+func (c *conn) dropWaiterLocked(op *operation) {
+	c.unwaitLocked(op)
+	if c.ops[op.id] == op {
+		delete(c.ops, op.id)
+	}
+	if i := slices.Index(c.waiting, op); i >= 0 {
+		c.waiting = slices.Delete(c.waiting, i, i+1)
+	}
+}
+
+// waitedOut refuses op once it has waited Config.WaitTimeout for room.
+func (c *conn) waitedOut(op *operation) {
+	c.mu.Lock()
+	if op.wait == nil || c.stopping {
+		c.mu.Unlock()
+		return
+	}
+	c.dropWaiterLocked(op)
+	c.wg.Add(1) // nothing outlives the socket's serve
+	c.mu.Unlock()
+	defer c.wg.Done()
+	c.sendErrors(c.ctx, op.id, gqlerror.List{c.heldError(fmt.Sprintf(
+		"; this one waited %s for room and was given none", c.t.cfg.WaitTimeout))})
 }
 
 // countRefusal counts an operation refused for a bound of the socket's
@@ -247,11 +366,11 @@ func (c *conn) countRefusal() bool {
 }
 
 // heldError refuses an operation whose message does not fit in what the
-// socket's running operations may hold (Config.HeldBytes).
-func (c *conn) heldError() *gqlerror.Error {
+// socket's running operations may hold (Config.HeldBytes); why says more.
+func (c *conn) heldError(why string) *gqlerror.Error {
 	return &gqlerror.Error{
 		Message: fmt.Sprintf("request too large: the operations running on this WebSocket hold their messages, %d bytes at most, "+
-			"and one query or mutation beside them; a subscription's message counts within them: complete an operation, or use another socket", c.t.cfg.HeldBytes),
+			"and one query or mutation beside them%s; a subscription's message counts within them: complete an operation, or use another socket", c.t.cfg.HeldBytes, why),
 		Extensions: map[string]any{"code": "REQUEST_TOO_LARGE"},
 	}
 }
@@ -261,6 +380,10 @@ func (c *conn) onComplete(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if op, ok := c.ops[id]; ok {
+		if op.wait != nil {
+			c.dropWaiterLocked(op)
+			return
+		}
 		op.stopped = true
 		op.cancel()
 		delete(c.ops, id)
@@ -280,7 +403,7 @@ func (c *conn) run(ctx context.Context, id string, op *operation, params *graphq
 	if op.large && rc.Operation != nil && rc.Operation.Operation == ast.Subscription {
 		// It would hold its message beside the others for as long as it
 		// runs: only a query or mutation, which ends, may.
-		c.sendErrors(ctx, id, gqlerror.List{c.heldError()})
+		c.sendErrors(ctx, id, gqlerror.List{c.heldError("")})
 		return
 	}
 	ctx = graphql.WithOperationContext(ctx, rc)

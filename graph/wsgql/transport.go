@@ -39,6 +39,9 @@ const (
 	// DefaultHeldBytes bounds the messages of the operations running on
 	// one socket: see Config.HeldBytes.
 	DefaultHeldBytes = 1 << 20
+	// DefaultWaitTimeout bounds how long an operation waits for room among
+	// the running ones: see Config.WaitTimeout.
+	DefaultWaitTimeout = 30 * time.Second
 	// DefaultMaxValues bounds the JSON values of a subscribe payload (its
 	// variables and extensions) and of a connection_init payload: see
 	// Config.MaxValues.
@@ -75,9 +78,23 @@ type Config struct {
 	// and extensions) for as long as it runs, a subscription for as long as
 	// the client likes. Beside them one query or mutation may run with a
 	// message of any size up to the socket's limit (an agent's
-	// completeForward). An operation past both is refused with an error for
-	// its id (REQUEST_TOO_LARGE); the socket stays.
+	// completeForward). An operation past both waits for room (WaitBytes,
+	// WaitTimeout).
 	HeldBytes int64
+	// WaitBytes bounds the subscribe messages of the operations waiting on
+	// one socket for room among the running ones (HeldBytes, or the place
+	// beside them), read and held meanwhile; each starts once its message
+	// fits, in arrival order. An operation past it too is refused with an
+	// error for its id (REQUEST_TOO_LARGE); the socket stays. Zero: the
+	// socket's message limit (MaxMessage, or MessageLimit's), so that one
+	// message of any size may wait, and a socket holds at most HeldBytes
+	// and twice its message limit of messages.
+	WaitBytes int64
+	// WaitTimeout bounds how long an operation waits for room; past it the
+	// operation is refused (REQUEST_TOO_LARGE, saying it waited). Default
+	// DefaultWaitTimeout, the relay's default --forward-timeout: an agent's
+	// answer that waited longer answers a forward already given up.
+	WaitTimeout time.Duration
 	// MaxSocketsPerClient bounds the open sockets of one ClientKey.
 	MaxSocketsPerClient int
 	// MaxSocketsPerNetwork bounds the open sockets of one client network
@@ -136,6 +153,9 @@ func New(cfg Config) *Transport {
 	}
 	if cfg.HeldBytes <= 0 {
 		cfg.HeldBytes = DefaultHeldBytes
+	}
+	if cfg.WaitTimeout <= 0 {
+		cfg.WaitTimeout = DefaultWaitTimeout
 	}
 	if cfg.MaxSocketsPerClient <= 0 {
 		cfg.MaxSocketsPerClient = DefaultMaxSocketsPerClient
@@ -231,6 +251,7 @@ type conn struct {
 	binary      bool   // the socket agreed on Config.Binary.Subprotocol or one of Older
 	proto       string // the subprotocol agreed on
 	initialised bool   // reader only
+	limit       int64  // reader only: the socket's message limit
 	refused     int    // reader only: operations refused for the cap
 	acked       atomic.Bool
 
@@ -241,6 +262,12 @@ type conn struct {
 	// Config.HeldBytes; large: one runs with a message beside it.
 	held  int64
 	large bool
+	// waiting: operations waiting for room, in arrival order (also in
+	// ops); waitHeld: their messages' bytes (Config.WaitBytes).
+	waiting  []*operation
+	waitHeld int64
+	// stopping: the socket ends; no operation starts any more.
+	stopping bool
 
 	qmu    sync.Mutex
 	queue  []outgoing
@@ -279,6 +306,14 @@ type operation struct {
 	// beside them when large (Config.HeldBytes).
 	held  int64
 	large bool
+	// wait, while the operation waits for room: what it starts with.
+	wait *waiting
+}
+
+// waiting is what an operation waiting for room keeps.
+type waiting struct {
+	params *graphql.RawParams
+	timer  *time.Timer // Config.WaitTimeout
 }
 
 var errClosed = errors.New("websocket closed")
@@ -305,6 +340,7 @@ func (c *conn) serve() {
 		return
 	}
 	c.ws.SetReadLimit(c.t.cfg.MaxMessage)
+	c.limit = c.t.cfg.MaxMessage
 	if g := c.t.cfg.GoAway; g != nil {
 		c.closeWhen(g.stopping, websocket.CloseGoingAway, ReasonShuttingDown)
 	}
@@ -400,10 +436,17 @@ func (c *conn) hangUp() {
 	_ = c.ws.Close()
 }
 
-// stopAll cancels every operation.
+// stopAll cancels every operation and forgets those waiting; none starts
+// after it.
 func (c *conn) stopAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.stopping = true
+	for _, op := range c.waiting {
+		c.unwaitLocked(op)
+		delete(c.ops, op.id)
+	}
+	c.waiting = nil
 	for _, op := range c.ops {
 		op.stopped = true
 		op.cancel()
