@@ -242,7 +242,7 @@ func TestLargeAnswersOnOneSocketWait(t *testing.T) {
 // and the socket stays; the heap grows by less than the socket's bound,
 // HeldBytes and twice its message limit (9 MiB).
 func TestWaitingAnswersAreBounded(t *testing.T) {
-	const limit, size, answers = 4 << 20, 3 << 19, 20
+	const limit, size, answers = 4 << 20, 3 << 19, 10
 	gate := make(chan struct{})
 	var executed atomic.Int64
 	url, _ := serve(t, answerServer(gate, &executed, Config{MaxMessage: limit}))
