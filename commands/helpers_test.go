@@ -230,6 +230,28 @@ func (e *env) agent(t *testing.T, endpointID, accountID string, answer func(doma
 	return got
 }
 
+// waitStill waits, up to 10 s, until ready holds and then until the log
+// has taken no append for 300 ms, and then for the views to apply it
+// all: what is recorded after a command's answer (its copies) is then
+// recorded.
+func (e *env) waitStill(t *testing.T, ready func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ready() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for last := uint64(0); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		now := e.lastPosition(t)
+		if now == last {
+			break
+		}
+		last = now
+	}
+	if err := e.views.WaitFor(ctx(t), e.lastPosition(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // noWork fails if the agent was given any command.
 func noWork(t *testing.T, got <-chan domain.ForwardCommand) {
 	t.Helper()

@@ -45,14 +45,12 @@ type ForwardCommand struct {
 	Sent *FidelityDigests `json:"-"`
 	// CopiesRecorded is how many copies the delivery had recorded when
 	// the attempt was requested: the node that gives the attempt's copies
-	// gives at most CopiesLeft of them, so that no listener gets a copy
-	// the delivery cannot record (MaxDeliveryCopies). Never sent between
-	// nodes: the node the command starts on gives its copies.
+	// gives no more than the delivery may still record (MaxDeliveryCopies),
+	// counting with them the copies it gave since and has not recorded
+	// yet. Never sent between nodes: the node the command starts on gives
+	// its copies.
 	CopiesRecorded int `json:"-"`
 }
-
-// CopiesLeft is how many copies of c its delivery may still record.
-func (c ForwardCommand) CopiesLeft() int { return max(0, MaxDeliveryCopies-c.CopiesRecorded) }
 
 // FirstAttempt reports whether c is the attempt a delivery's receipt
 // requests (its request event is the receipt, at revision 0), the one its

@@ -298,10 +298,35 @@ func (h *Hub) serve(ctx context.Context, cmd domain.ForwardCommand) (domain.Forw
 	if elsewhere {
 		return out, nil
 	}
-	if out.Position, err = h.rec.RecordOutcome(ctx, cmd, out); err != nil {
+	if out.Position, err = h.recordOutcome(ctx, cmd, out); err != nil {
 		return domain.ForwardOutcome{}, err // marked domain.ErrOutcomeNotRecorded
 	}
 	return out, nil
+}
+
+// recordTurns bounds how often an outcome or a copy is recorded again, in
+// turn with its delivery's other outcomes and copies, once the recorder's
+// own tries met other writers each time (each call reads the delivery and
+// decides again).
+const recordTurns = 4
+
+// recordOutcome records cmd's outcome. The recorder appends it at the
+// delivery stream's next revision, reading and deciding again when another
+// writer came first, a few times. Many attempts of one delivery at once
+// (retries sent together, each with its copies) beat one another's
+// outcomes past those tries: 64 retries at once to 9 listeners, their
+// requests taking turns (commands), left 6 to 29 of them with no outcome
+// recorded, pending in the log for good. Such an outcome is recorded again
+// in turn with the delivery's copies and the outcomes that met the same
+// (h.copyRecords); an outcome that meets nobody takes no lock.
+func (h *Hub) recordOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error) {
+	pos, err := h.rec.RecordOutcome(ctx, cmd, out)
+	for turn := 1; turn < recordTurns && errors.Is(err, domain.ErrWrongExpectedRevision); turn++ {
+		unlock := h.copyRecords.lock(cmd.DeliveryID)
+		pos, err = h.rec.RecordOutcome(ctx, cmd, out)
+		unlock()
+	}
+	return pos, err
 }
 
 // forward gives cmd to the primary session of its Endpoint (of those whose
@@ -407,6 +432,7 @@ func (h *Hub) copyTo(ctx context.Context, c *session, cmd domain.ForwardCommand,
 	started := time.Now()
 	p, ok := h.offerCopy(c, cp)
 	if !ok {
+		h.copyCounts.settle(cp.DeliveryID, time.Now())
 		return
 	}
 	rec := unsent(cp)
@@ -487,12 +513,19 @@ func (h *Hub) awaitCopy(ctx context.Context, p *pendingWork, agentID string, tim
 // its copies all wait for the primary's outcome, and each is appended at
 // the delivery stream's next revision, so recorded together they refused
 // one another's appends until their tries ran out (8 to 16 of 40
-// listeners' answers reached the log).
+// listeners' answers reached the log). The delivery's retries and their
+// outcomes may still come first more often than the recorder tries: the
+// copy is recorded again, up to recordTurns times.
 func (h *Hub) recordCopy(cp domain.ForwardCommand, agentID string, out domain.ForwardOutcome) {
 	defer h.copyRecords.lock(cp.DeliveryID)()
-	if _, err := h.rec.RecordCopy(h.life, cp, agentID, out); err != nil {
+	_, err := h.rec.RecordCopy(h.life, cp, agentID, out)
+	for turn := 1; turn < recordTurns && errors.Is(err, domain.ErrWrongExpectedRevision); turn++ {
+		_, err = h.rec.RecordCopy(h.life, cp, agentID, out)
+	}
+	if err != nil {
 		h.logger.Error("record copy", "delivery_id", cp.DeliveryID, "attempt_id", cp.AttemptID, "agent_id", agentID, "error", err)
 	}
+	h.copyCounts.settle(cp.DeliveryID, time.Now())
 }
 
 // copyRemote sends a copy of cmd to session r on its node, without
@@ -624,8 +657,9 @@ func (p plan) agentID() string {
 // command another node sent for one session (cmd.Agent) goes to it alone:
 // that node gives the copies; if the session has just ended, the rule
 // picks among this process's. No session: none is connected, or none
-// matches. The copies are at most cmd.CopiesLeft: a delivery records
-// domain.MaxDeliveryCopies.
+// matches. The copies are at most what the delivery may still record
+// (domain.MaxDeliveryCopies), the copies given here and not yet recorded
+// counted (copyCounts).
 //
 // The filters are matched with h.mu released, as Admits matches them: the
 // lock is every account's (forwards, answers, attaches), and one
@@ -674,8 +708,9 @@ func (h *Hub) dispatch(cmd domain.ForwardCommand, remote []RemoteSession) (plan,
 	if cmd.Agent != "" {
 		return pl, nil
 	}
-	// No session gets a copy its delivery cannot record.
-	left := cmd.CopiesLeft()
+	// No session gets a copy its delivery cannot record: counted with
+	// the copies given before and not yet recorded (copycount.go).
+	left := h.copyCounts.give(cmd, len(live)-1, time.Now())
 	for j, c := range live {
 		if j != i && len(pl.copies) < left {
 			pl.copies = append(pl.copies, c)

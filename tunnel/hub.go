@@ -116,8 +116,12 @@ type Hub struct {
 	copyBytes *copyBudget
 	// bodies is HubConfig.Bodies.
 	bodies Bodies
-	// copyRecords orders the recording of each delivery's copies.
+	// copyRecords orders the recording of each delivery's copies, and of
+	// the outcomes that met other writers (recordOutcome).
 	copyRecords keyedLocks
+	// copyCounts counts each delivery's copies given here, against
+	// domain.MaxDeliveryCopies.
+	copyCounts copyCounts
 	// answersWaiting is the copies' answers back and not yet recorded.
 	answersWaiting atomic.Int64
 	// caps is HubConfig.Sessions with its defaults.
