@@ -19,12 +19,18 @@ type streamReads struct {
 	mu      sync.Mutex
 	streams []string
 	bytes   atomic.Int64
+	// reading, when set, is called in every stream read before it reads;
+	// the func it returns once it has read.
+	reading atomic.Pointer[func() (read func())]
 }
 
 func (s *streamReads) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error) {
 	s.mu.Lock()
 	s.streams = append(s.streams, stream)
 	s.mu.Unlock()
+	if f := s.reading.Load(); f != nil {
+		defer (*f)()()
+	}
 	events, err := s.EventStore.ReadStream(ctx, stream, from, max)
 	s.count(events)
 	return events, err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -357,5 +359,151 @@ func TestEachSubscriptionMessageHasItsOwnLogBudget(t *testing.T) {
 	}
 	if read <= 2*budget {
 		t.Errorf("the messages read %d bytes of the log, not past twice a message's budget of %d: the test shows nothing", read, budget)
+	}
+}
+
+// logReaders records the stream reads of the log running at once (through
+// streamReads.reading): the most that ran at once, and, while fewer than
+// meet have met, each read waits for the others to come (1 s at most, then
+// no read waits any more), so that reads that may run at once do.
+type logReaders struct {
+	running, most atomic.Int64
+	meet          int
+	mu            sync.Mutex
+	arrived       int
+	met           chan struct{}
+}
+
+func watchLogReaders(s *streamReads, meet int) *logReaders {
+	r := &logReaders{meet: meet, met: make(chan struct{})}
+	f := func() func() {
+		now := r.running.Add(1)
+		for most := r.most.Load(); now > most && !r.most.CompareAndSwap(most, now); most = r.most.Load() {
+		}
+		r.mu.Lock()
+		r.arrived++
+		if r.arrived == r.meet {
+			close(r.met)
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.met:
+		case <-time.After(time.Second):
+			r.mu.Lock()
+			if r.arrived < r.meet {
+				r.arrived = r.meet
+				close(r.met)
+			}
+			r.mu.Unlock()
+		}
+		return func() { r.running.Add(-1) }
+	}
+	s.reading.Store(&f)
+	return r
+}
+
+// seedRequests records n deliveries d<k> at acct's Endpoint, each a
+// request of size bytes of body.
+func seedRequests(t *testing.T, e *env, acct signedUpAccount, n, size int) {
+	t.Helper()
+	for k := range n {
+		id := fmt.Sprintf("r%d", k)
+		e.seed(t, domain.DeliveryStream(id), time.Now().Add(-time.Minute), domain.DeliveryReceived{DeliveryID: id,
+			Address: acct.endpoint, AddressKind: domain.AddressEndpoint, AccountID: acct.id, Method: "POST", Target: "/hook",
+			Host: acct.endpoint + ".localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
+			Body: bytes.Repeat([]byte{'b'}, size), BodySize: int64(size), Complete: true})
+	}
+}
+
+// TestAPageOfBodiesReadsTheLogAtOnce: a page of deliveries whose bodies
+// are selected reads its deliveries' requests from the log several at a
+// time within the answer's log budget: each read reserves the bytes the
+// views count of its delivery, and they fit in the budget together.
+// Before, the reads under one budget ran one at a time: the most reads of
+// the log running at once was 1.
+func TestAPageOfBodiesReadsTheLogAtOnce(t *testing.T) {
+	e := newEnv(t) // DefaultAnswerLogBytes
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000"}`)
+	seedRequests(t, e, acct, 8, 64<<10)
+	readers := watchLogReaders(e.viewsReads, 2)
+	t.Cleanup(func() { e.viewsReads.reading.Store(nil) })
+	resp, err := e.c.RawPost(`{ endpoint(id: "`+acct.endpoint+`") { deliveries(first: 8) { nodes { id body } } } }`, acct.auth)
+	if err != nil || len(resp.Errors) != 0 {
+		t.Fatalf("%v %s", err, resp.Errors)
+	}
+	nodes, _ := at(resp.Data, "endpoint", "deliveries", "nodes").([]any)
+	if len(nodes) != 8 || len(at(nodes[0], "body").(string)) != 64<<10 {
+		t.Fatalf("got %d deliveries", len(nodes))
+	}
+	if got := readers.most.Load(); got < 2 {
+		t.Errorf("a page of 8 deliveries' bodies read the log %d read at a time, want several", got)
+	}
+}
+
+// TestPagesReadAtOnceWithinTheAnswersLogBudget: aliases of a page of
+// bodies, whose reads of the log run at once, together read no more of the
+// log than the answer's budget and the one read that crossed it; the
+// pages past it are null with ANSWER_TOO_LARGE.
+func TestPagesReadAtOnceWithinTheAnswersLogBudget(t *testing.T) {
+	const (
+		budget  = 1 << 20
+		size    = 64 << 10 // about 88 KB in base64: one read
+		aliases = 8        // of pages of 8: 5.6 MB of the log asked for
+	)
+	e := budgetEnv(t, budget)
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000"}`)
+	seedRequests(t, e, acct, 8, size)
+	one := e.viewsReads.bytesDuring(func() {
+		if _, err := e.c.RawPost(`{ delivery(id: "r0") { body } }`, acct.auth); err != nil {
+			t.Fatal(err)
+		}
+	})
+	readers := watchLogReaders(e.viewsReads, 2)
+	t.Cleanup(func() { e.viewsReads.reading.Store(nil) })
+	var b strings.Builder
+	b.WriteString("{ ")
+	for k := range aliases {
+		fmt.Fprintf(&b, `e%d: endpoint(id: "%s") { deliveries(first: 8) { nodes { id body } } } `, k, acct.endpoint)
+	}
+	b.WriteString("}")
+	var resp *client.Response
+	read := e.viewsReads.bytesDuring(func() {
+		var err error
+		if resp, err = e.c.RawPost(b.String(), acct.auth); err != nil {
+			t.Fatal(err)
+		}
+	})
+	var errs []gqlError
+	if len(resp.Errors) > 0 {
+		if err := json.Unmarshal(resp.Errors, &errs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	whole, refused := 0, 0
+	for k := range aliases {
+		if nodes, _ := at(resp.Data, fmt.Sprintf("e%d", k), "deliveries", "nodes").([]any); len(nodes) == 8 {
+			whole++
+		} else {
+			refused++
+		}
+	}
+	t.Logf("%d aliases of a page of 8 read %d bytes of the log (budget %d, one read %d), %d at most at once: %d whole, %d refused",
+		aliases, read, budget, one, readers.most.Load(), whole, refused)
+	for _, g := range errs {
+		if g.Extensions.Code != "ANSWER_TOO_LARGE" || !strings.Contains(g.Message, "budget of the log") {
+			t.Errorf("an error other than the budget's: %+v", g)
+		}
+	}
+	if refused == 0 || len(errs) == 0 {
+		t.Errorf("no page refused: the budget did not bound the answer")
+	}
+	if read > budget+one {
+		t.Errorf("the answer read %d bytes of the log, past its budget of %d and the %d of the read that crossed it", read, budget, one)
+	}
+	if read < budget {
+		t.Errorf("the answer read %d bytes of the log, under its budget of %d", read, budget)
+	}
+	if readers.most.Load() < 2 {
+		t.Errorf("the pages' reads of the log ran one at a time")
 	}
 }

@@ -3,59 +3,128 @@ package readmodel
 import (
 	"context"
 	"errors"
-	"sync/atomic"
+	"sync"
 )
 
 // LogBudget bounds the bytes of the log that the reads of stored requests
 // and answers made for one API answer (an HTTP response, or one message of
 // a subscription) read: each attempt's response read by its position, and
-// a delivery's request with its latest answer. Each such read is run through Read, which runs
-// it only while the bytes read under the budget are below its limit and
-// charges it what it read. One read's bounds (projections) hold per read;
-// without a budget an operation of many aliases made one read each, each
-// up to its own bounds.
+// a delivery's request with its latest answer. Each such read is run
+// through Read, which runs it only while the bytes read under the budget
+// are below its limit and charges it what it read. One read's bounds
+// (projections) hold per read; without a budget an operation of many
+// aliases made one read each, each up to its own bounds.
 //
-// The reads under one budget run one at a time, so it is passed by at most
-// the one read that crossed it: gqlgen resolves fields at once, and reads
-// that each checked the budget before any had charged it would all pass.
+// The reads under one budget run at once while their sizes fit in it:
+// each reserves, before it reads, the most it may read (the size the views
+// give for the events it reads), and starts beside the reads running only
+// when the bytes read and reserved, its own included, are within the
+// limit; otherwise it waits for a running read to settle, and starts alone
+// once none runs (refused if the budget is spent by then). A read of
+// unknown size (Unsized) runs alone. So the answer reads at most the limit
+// and what the one read that crossed it read past it, however many reads
+// gqlgen resolves at once, as when they ran one at a time; a read that
+// reads more than it reserved passes the limit by the difference at most.
 type LogBudget struct {
 	limit int64
-	turn  chan struct{} // held by the read running
-	read  atomic.Int64
+
+	mu       sync.Mutex
+	spent    int64         // bytes read by the reads settled
+	reserved int64         // sizes reserved by the reads running
+	running  int           // reads running
+	alone    bool          // the read running is Unsized
+	settled  chan struct{} // closed when a running read settles; nil while none waits
 }
+
+// Unsized is the size of a read that does not know ahead how much of the
+// log it reads: it runs alone.
+const Unsized int64 = -1
 
 // NewLogBudget is a budget of limit bytes of the log.
 func NewLogBudget(limit int64) *LogBudget {
-	return &LogBudget{limit: limit, turn: make(chan struct{}, 1)}
+	return &LogBudget{limit: limit}
 }
 
 // Read runs read, a read of stored answers from the log that returns the
-// bytes of the events it read, and charges them to the budget; ok is false
-// (and read not run) once the bytes read reach the limit. On a nil budget
-// read runs unbounded: the relay's own reads name none.
-func (b *LogBudget) Read(ctx context.Context, read func() (int64, error)) (ok bool, err error) {
+// bytes of the events it read, and charges them to the budget. size is the
+// most read may read (Unsized when not known): it runs beside the reads
+// running while the bytes read and reserved stay within the limit, else
+// waits for them. ok is false (and read not run) once the bytes read reach
+// the limit. On a nil budget read runs unbounded: the relay's own reads
+// name none.
+func (b *LogBudget) Read(ctx context.Context, size int64, read func() (int64, error)) (ok bool, err error) {
 	if b == nil {
 		_, err := read()
 		return true, err
 	}
-	select {
-	case b.turn <- struct{}{}:
-	case <-ctx.Done():
-		return false, ctx.Err()
+	reserve, err := b.admit(ctx, size)
+	if err != nil || reserve < 0 {
+		return false, err
 	}
-	defer func() { <-b.turn }()
-	if b.read.Load() >= b.limit {
-		return false, nil
-	}
-	n, err := read()
-	b.read.Add(n)
+	var n int64
+	defer func() { b.settle(size, reserve, n) }()
+	n, err = read()
 	return true, err
 }
 
+// admit waits until a read of size may start and reserves it; reserve is
+// what it reserved (-1: refused, the budget spent).
+func (b *LogBudget) admit(ctx context.Context, size int64) (reserve int64, err error) {
+	for {
+		b.mu.Lock()
+		if b.spent >= b.limit {
+			b.mu.Unlock()
+			return -1, nil
+		}
+		if b.running == 0 || (size >= 0 && !b.alone && b.spent+b.reserved+size <= b.limit) {
+			b.running++
+			if size < 0 {
+				b.alone = true
+			} else {
+				reserve = size
+				b.reserved += size
+			}
+			b.mu.Unlock()
+			return reserve, nil
+		}
+		if b.settled == nil {
+			b.settled = make(chan struct{})
+		}
+		settled := b.settled
+		b.mu.Unlock()
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		}
+	}
+}
+
+// settle ends a read that reserved reserve and read n bytes, and wakes the
+// reads waiting.
+func (b *LogBudget) settle(size, reserve, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.running--
+	b.reserved -= reserve
+	if size < 0 {
+		b.alone = false
+	}
+	b.spent += n
+	if b.settled != nil {
+		close(b.settled)
+		b.settled = nil
+	}
+}
+
 // Limit is the budget's limit in bytes of the log; Spent what its reads
-// have read so far.
+// have read so far (those settled).
 func (b *LogBudget) Limit() int64 { return b.limit }
-func (b *LogBudget) Spent() int64 { return b.read.Load() }
+func (b *LogBudget) Spent() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.spent
+}
 
 // NotReadLogBudget is AttemptResponse.NotRead of a response not read
 // because the answer's LogBudget was spent.
