@@ -507,3 +507,63 @@ func TestPagesReadAtOnceWithinTheAnswersLogBudget(t *testing.T) {
 		t.Errorf("the pages' reads of the log ran one at a time")
 	}
 }
+
+// TestReadsAlongEditsRunAlone: a delivery read takes the events between
+// its request and its latest answer along, and among them may be retries'
+// edits, up to --max-body each, which the delivery's stored bytes (what a
+// read reserves of the answer's budget) do not count. Such a read runs
+// alone, so a page of them still reads at most the budget and the one read
+// that crossed it; reserving only the stored bytes, several ran at once
+// and together read several times past it.
+func TestReadsAlongEditsRunAlone(t *testing.T) {
+	const (
+		budget     = 1 << 20
+		deliveries = 8
+		edits      = 4
+		editSize   = 512 << 10 // about 700 KB in base64: one read takes 2.8 MB along
+	)
+	e := budgetEnv(t, budget)
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000", responseCapture: true}`)
+	for i := range deliveries {
+		id := fmt.Sprintf("ed%d", i)
+		events := []domain.Event{domain.DeliveryReceived{DeliveryID: id, Address: acct.endpoint, AddressKind: domain.AddressEndpoint,
+			AccountID: acct.id, Method: "POST", Target: "/hook", Host: acct.endpoint + ".localhost", Proto: "HTTP/1.1",
+			RemoteAddr: "127.0.0.1:1", Body: []byte("{}"), BodySize: 2, Complete: true}}
+		for k := range edits {
+			body := bytes.Repeat([]byte{'e'}, editSize)
+			at := fmt.Sprintf("%s-a%d", id, k)
+			events = append(events, domain.ForwardRequested{DeliveryID: id, AttemptID: at, EndpointID: acct.endpoint, Retry: k > 0,
+				Edit: &domain.RequestEdit{Body: &body}})
+		}
+		last := fmt.Sprintf("%s-a%d", id, edits-1)
+		events = append(events, domain.ForwardResponded{DeliveryID: id, AttemptID: last, Status: 200, Body: []byte("ok"),
+			BodySize: 2, Captured: true, DurationMs: 1})
+		e.seed(t, domain.DeliveryStream(id), time.Now().Add(-time.Minute), events...)
+	}
+	one := e.viewsReads.bytesDuring(func() {
+		if _, err := e.c.RawPost(`{ delivery(id: "ed0") { body responseBody } }`, acct.auth); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if one < edits*editSize {
+		t.Fatalf("one delivery's read took %d bytes of the log, not its retries' edits along", one)
+	}
+	readers := watchLogReaders(e.viewsReads, 2)
+	t.Cleanup(func() { e.viewsReads.reading.Store(nil) })
+	var resp *client.Response
+	query := fmt.Sprintf(`{ endpoint(id: "%s") { deliveries(first: %d) { nodes { id body responseBody } } } }`, acct.endpoint, deliveries)
+	read := e.viewsReads.bytesDuring(func() {
+		var err error
+		if resp, err = e.c.RawPost(query, acct.auth); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("a page of %d deliveries, each read taking %d bytes along, read %d bytes of the log (budget %d), %d reads at most at once",
+		deliveries, one, read, budget, readers.most.Load())
+	if read > budget+one {
+		t.Errorf("the page read %d bytes of the log, past its budget of %d and the %d of the read that crossed it", read, budget, one)
+	}
+	if len(resp.Errors) == 0 {
+		t.Errorf("the page was not refused past the budget")
+	}
+}

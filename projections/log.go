@@ -98,26 +98,39 @@ func logReadSize(stored int64) int64 {
 // budget is spent: a request alone is up to --max-body, and aliases of
 // delivery(id){ headers } each read one. It reserves the bytes the views
 // count of the delivery (deliveryRefs.stored), so that the reads of a page
-// run at once while their sizes fit in the budget.
+// run at once while their sizes fit in the budget. A read that takes the
+// events between the request and the answer along (responseSpan) reserves
+// nothing and runs alone: among them may be retries' edits, up to
+// --max-body each, which the stored bytes do not count.
 func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deliveryRefs) error {
 	if !readmodel.WantsResponse(ctx) {
 		r.response = nil
 	}
-	ok, err := readmodel.LogBudgetOf(ctx).Read(ctx, logReadSize(r.stored), func() (int64, error) { return v.readPayload(ctx, d, r) })
+	size := logReadSize(r.stored)
+	if responseSpan(r) > 2 {
+		size = readmodel.Unsized
+	}
+	ok, err := readmodel.LogBudgetOf(ctx).Read(ctx, size, func() (int64, error) { return v.readPayload(ctx, d, r) })
 	if err == nil && !ok {
 		err = readmodel.ErrLogBudget
 	}
 	return err
 }
 
-// readPayload is fillFromLog's read; n is the bytes of the events it read.
-func (v *History) readPayload(ctx context.Context, d *readmodel.Delivery, r deliveryRefs) (n int64, err error) {
-	span := 1
+// responseSpan is how many events from the request on one read of the
+// delivery's stream takes: the request alone, or through its latest answer
+// when that is near enough after it (maxResponseSpan).
+func responseSpan(r deliveryRefs) int {
 	if resp := r.response; resp != nil && resp.stream == r.request.stream &&
 		resp.revision > r.request.revision && resp.revision-r.request.revision < maxResponseSpan {
-		span = int(resp.revision-r.request.revision) + 1
+		return int(resp.revision-r.request.revision) + 1
 	}
-	read, err := v.readStream(ctx, r.request.stream, r.request.revision, span)
+	return 1
+}
+
+// readPayload is fillFromLog's read; n is the bytes of the events it read.
+func (v *History) readPayload(ctx context.Context, d *readmodel.Delivery, r deliveryRefs) (n int64, err error) {
+	read, err := v.readStream(ctx, r.request.stream, r.request.revision, responseSpan(r))
 	for _, e := range read {
 		n += int64(len(e.Data))
 	}
