@@ -1,7 +1,6 @@
 package commands_test
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,19 +24,7 @@ func TestCopiesOfADeliveryAreBounded(t *testing.T) {
 	ada, _ := e.account(t, "Ada")
 	ep := e.endpoint(t, ada.ID, proxySettings)
 	const listeners, retries = 9, 60
-	var given atomic.Int64 // copies the listeners got
-	for range listeners {
-		got := e.agent(t, ep.ID, ada.ID, func(cmd domain.ForwardCommand) domain.ForwardOutcome {
-			if cmd.Copy {
-				given.Add(1)
-			}
-			return answerPong(cmd)
-		})
-		go func() {
-			for range got {
-			}
-		}()
-	}
+	given := e.listenersCountingCopies(t, ep.ID, ada.ID, listeners) // copies the listeners got
 	id := e.receive(t, ep.ID, domain.AddressEndpoint, ada.ID, request("/hooks", webhookBody, len(webhookBody)), 503)
 	for i := range retries {
 		// Each retry meets the copies of the one before being recorded:

@@ -230,6 +230,26 @@ func (e *env) agent(t *testing.T, endpointID, accountID string, answer func(doma
 	return got
 }
 
+// listenersCountingCopies connects n agents of endpointID that answer
+// every command with answerPong, and counts the copies they are given.
+func (e *env) listenersCountingCopies(t *testing.T, endpointID, accountID string, n int) *atomic.Int64 {
+	t.Helper()
+	given := new(atomic.Int64)
+	for range n {
+		got := e.agent(t, endpointID, accountID, func(cmd domain.ForwardCommand) domain.ForwardOutcome {
+			if cmd.Copy {
+				given.Add(1)
+			}
+			return answerPong(cmd)
+		})
+		go func() {
+			for range got {
+			}
+		}()
+	}
+	return given
+}
+
 // waitStill waits, up to 10 s, until ready holds and then until the log
 // has taken no append for 300 ms, and then for the views to apply it
 // all: what is recorded after a command's answer (its copies) is then

@@ -2,7 +2,6 @@ package commands_test
 
 import (
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/relayhq/relay/domain"
@@ -22,19 +21,7 @@ func TestConcurrentRetriesOfOneDelivery(t *testing.T) {
 	ada, _ := e.account(t, "Ada")
 	ep := e.endpoint(t, ada.ID, proxySettings)
 	const listeners, retries = 9, 64
-	var given atomic.Int64 // copies the listeners got
-	for range listeners {
-		got := e.agent(t, ep.ID, ada.ID, func(cmd domain.ForwardCommand) domain.ForwardOutcome {
-			if cmd.Copy {
-				given.Add(1)
-			}
-			return answerPong(cmd)
-		})
-		go func() {
-			for range got {
-			}
-		}()
-	}
+	given := e.listenersCountingCopies(t, ep.ID, ada.ID, listeners) // copies the listeners got
 	id := e.receive(t, ep.ID, domain.AddressEndpoint, ada.ID, request("/hooks", webhookBody, len(webhookBody)), 503)
 	var wg sync.WaitGroup
 	errs := make([]error, retries)

@@ -12,6 +12,7 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/conflict"
 	"github.com/relayhq/relay/internal/diskreserve"
+	"github.com/relayhq/relay/internal/keyedlock"
 	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/secrets"
@@ -130,7 +131,7 @@ type Service struct {
 	deletedAfter string
 	// retries orders the requests of one delivery's retries on this node
 	// (requestRetry).
-	retries keyedLocks
+	retries keyedlock.Locks
 }
 
 // New wires a Service. store is read from; rec records its decisions.
@@ -882,7 +883,7 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 // a loaded run): it is then read and decided again, up to
 // retryRequestRounds times, before CONFLICT.
 func (s *Service) requestRetry(ctx context.Context, deliveryID string, t record.RetryTarget) (domain.ForwardCommand, error) {
-	defer s.retries.lock(deliveryID)()
+	defer s.retries.Lock(deliveryID)()
 	var cmd domain.ForwardCommand
 	err := conflict.Retry(ctx, retryRequestRounds, func(int) error {
 		var err error

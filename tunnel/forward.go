@@ -322,7 +322,7 @@ const recordTurns = 4
 func (h *Hub) recordOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error) {
 	pos, err := h.rec.RecordOutcome(ctx, cmd, out)
 	for turn := 1; turn < recordTurns && errors.Is(err, domain.ErrWrongExpectedRevision); turn++ {
-		unlock := h.copyRecords.lock(cmd.DeliveryID)
+		unlock := h.copyRecords.Lock(cmd.DeliveryID)
 		pos, err = h.rec.RecordOutcome(ctx, cmd, out)
 		unlock()
 	}
@@ -517,7 +517,7 @@ func (h *Hub) awaitCopy(ctx context.Context, p *pendingWork, agentID string, tim
 // outcomes may still come first more often than the recorder tries: the
 // copy is recorded again, up to recordTurns times.
 func (h *Hub) recordCopy(cp domain.ForwardCommand, agentID string, out domain.ForwardOutcome) {
-	defer h.copyRecords.lock(cp.DeliveryID)()
+	defer h.copyRecords.Lock(cp.DeliveryID)()
 	_, err := h.rec.RecordCopy(h.life, cp, agentID, out)
 	for turn := 1; turn < recordTurns && errors.Is(err, domain.ErrWrongExpectedRevision); turn++ {
 		_, err = h.rec.RecordCopy(h.life, cp, agentID, out)

@@ -134,9 +134,7 @@ func TestEveryCopyOfADeliveryIsRecorded(t *testing.T) {
 		if len(answered) != listeners {
 			return fmt.Errorf("%d listeners' answers recorded, want %d", len(answered), listeners)
 		}
-		e.hub.copyRecords.mu.Lock()
-		defer e.hub.copyRecords.mu.Unlock()
-		if n := len(e.hub.copyRecords.held); n != 0 {
+		if n := e.hub.copyRecords.Held(); n != 0 {
 			return fmt.Errorf("%d deliveries' locks kept once their copies are recorded", n)
 		}
 		return nil

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/keyedlock"
 	"github.com/relayhq/relay/internal/workers"
 )
 
@@ -118,7 +119,7 @@ type Hub struct {
 	bodies Bodies
 	// copyRecords orders the recording of each delivery's copies, and of
 	// the outcomes that met other writers (recordOutcome).
-	copyRecords keyedLocks
+	copyRecords keyedlock.Locks
 	// copyCounts counts each delivery's copies given here, against
 	// domain.MaxDeliveryCopies.
 	copyCounts copyCounts
