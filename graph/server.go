@@ -52,6 +52,11 @@ type ServerOptions struct {
 	// GoAway, once stopped, closes every WebSocket with 1001 (the relay is
 	// shutting down: wsgql.GoAway).
 	GoAway *wsgql.GoAway
+	// MessageBudget, when set, holds the bytes of every WebSocket message
+	// past MaxWSMessage (agents' answers) of every socket, each caller
+	// (an account, else a client address) within its share
+	// (wsgql.Config.Budget).
+	MessageBudget wsgql.MessageBudget
 }
 
 // Bounds of the document caches, in bytes of query text: a legitimate
@@ -85,6 +90,8 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		MaxSubscriptions:     opts.MaxWSSubscriptions,
 		MaxSocketsPerClient:  opts.MaxWSPerIP,
 		MaxSocketsPerNetwork: opts.MaxWSPerNetwork,
+		Budget:               opts.MessageBudget,
+		BudgetKey:            r.callerKey,
 		// Tokens travel in connection_init; a session cookie counts only
 		// on a same-origin socket (cookieCredential), so a foreign origin
 		// gains nothing by opening one.

@@ -569,3 +569,34 @@ func TestWebSocketAgentAnswersPastTheMessageLimit(t *testing.T) {
 		t.Fatalf("sender got %d with %d bytes, want 200 with the local answer's %d", resp.Status, len(resp.Body), len(big))
 	}
 }
+
+// TestAgentAnswersTakeTheBodyBudget: the part of an agent's message past
+// --max-ws-message (a local answer) is held in --proxy-body-budget while
+// the relay holds it, as the bodies it answers are: an answer the budget
+// has no room for closes the agent's socket with 1013 (the agent comes
+// back) and its sender gets an error, not the relay's memory; answers that
+// fit pass as before. Before, each socket held its messages up to its own
+// limit, ≈ 14.3 MiB for an agent's, whatever every other socket held.
+func TestAgentAnswersTakeTheBodyBudget(t *testing.T) {
+	t.Parallel()
+	small, big := randomBytes(300<<10), randomBytes(3<<20)
+	p := startProxyRig(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			_, _ = w.Write(big)
+			return
+		}
+		_, _ = w.Write(small)
+	}), false, "--max-ws-message", "64KiB", "--max-body", "1MiB", "--proxy-body-budget", "2MiB", "--forward-timeout", "5s")
+	if resp := p.send(t, "POST", "/small", nil, []byte("{}")); resp.Status != 200 || len(resp.Body) != len(small) {
+		t.Fatalf("an answer of 300 KiB: %d with %d bytes, want 200 with all of it", resp.Status, len(resp.Body))
+	}
+	resp := p.send(t, "POST", "/big", nil, []byte("{}"))
+	t.Logf("an answer of 3 MiB past a body budget of 2 MiB: the sender got %d (%d bytes)", resp.Status, len(resp.Body))
+	if resp.Status == 200 {
+		t.Fatalf("an answer of 3 MiB reached its sender through a body budget of 2 MiB")
+	}
+	harness.Eventually(t, 30*time.Second, "an answer that fits, once the agent is back", func() bool {
+		resp := p.send(t, "POST", "/small", nil, []byte("{}"))
+		return resp.Status == 200 && len(resp.Body) == len(small)
+	})
+}

@@ -146,6 +146,11 @@ func (c *conn) onInit(raw json.RawMessage) bool {
 			c.limit = n
 		}
 	}
+	if c.t.cfg.BudgetKey != nil {
+		if k := c.t.cfg.BudgetKey(ctx); k != "" {
+			c.budgetKey = k
+		}
+	}
 	c.ctx = context.WithValue(ctx, connKey{}, c)
 	c.acked.Store(true)
 	ok := c.send(c.ctx, message{Type: gqlws.ConnectionAck}) == nil
@@ -196,8 +201,10 @@ func (c *conn) onSubscribe(f frame, start time.Time) bool {
 		}})
 		return true
 	case c.fit(op):
+		op.reserved, c.reserved = c.reserved, 0 // held while it runs
 		c.startLocked(op, params)
 	case c.waitHeld+f.size <= c.waitBytes():
+		op.reserved, c.reserved = c.reserved, 0
 		c.waitLocked(op, params)
 	default:
 		c.mu.Unlock()
@@ -247,6 +254,7 @@ func (c *conn) startLocked(op *operation, params *graphql.RawParams) {
 			} else {
 				c.held -= op.held
 			}
+			c.releaseOp(op)
 			c.admitLocked()
 			c.mu.Unlock()
 			cancel()
@@ -329,11 +337,20 @@ func (c *conn) unwaitLocked(op *operation) {
 // Called with c.mu held.
 func (c *conn) dropWaiterLocked(op *operation) {
 	c.unwaitLocked(op)
+	c.releaseOp(op)
 	if c.ops[op.id] == op {
 		delete(c.ops, op.id)
 	}
 	if i := slices.Index(c.waiting, op); i >= 0 {
 		c.waiting = slices.Delete(c.waiting, i, i+1)
+	}
+}
+
+// releaseOp gives back what op's message held of Config.Budget.
+func (c *conn) releaseOp(op *operation) {
+	if op.reserved > 0 {
+		c.t.cfg.Budget.Release(c.budgetKey, op.reserved)
+		op.reserved = 0
 	}
 }
 

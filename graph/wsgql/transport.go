@@ -1,6 +1,7 @@
 package wsgql
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -95,6 +96,19 @@ type Config struct {
 	// DefaultWaitTimeout, the relay's default --forward-timeout: an agent's
 	// answer that waited longer answers a forward already given up.
 	WaitTimeout time.Duration
+	// Budget, when set, holds the bytes of every message past MaxMessage
+	// (an agent's answer, up to MessageLimit's) for as long as the message
+	// is held: read, until it is handled, or until the operation it started
+	// or queued ends. BudgetKey names whose share of it they take. A
+	// message the budget has no room for closes the socket with 1013 (try
+	// again later) before more of it is read. Without it each socket's
+	// messages are bounded, but not all sockets' together: one client
+	// address's sockets of an account (MaxSocketsPerClient, 32) could hold
+	// 32 agents' limits, ≈ 14.3 MiB each, twice over with those waiting.
+	Budget MessageBudget
+	// BudgetKey names a socket's share of Budget, from the context
+	// InitFunc returned (its account's, say); nil or "": the client's key.
+	BudgetKey func(ctx context.Context) string
 	// MaxSocketsPerClient bounds the open sockets of one ClientKey.
 	MaxSocketsPerClient int
 	// MaxSocketsPerNetwork bounds the open sockets of one client network
@@ -129,6 +143,14 @@ type Config struct {
 	// (the relay is shutting down); nil: sockets end only as they would
 	// otherwise.
 	GoAway *GoAway
+}
+
+// MessageBudget is memory that large messages of every socket share
+// (Config.Budget): Reserve takes n bytes for key, or nothing and false;
+// Release gives back what key reserved.
+type MessageBudget interface {
+	Reserve(key string, n int64) bool
+	Release(key string, n int64)
 }
 
 // Transport is a graphql.Transport for graphql-transport-ws.
@@ -228,11 +250,12 @@ func (t *Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 	ctx, cancel := context.WithCancel(r.Context())
 	c := &conn{
 		t: t, ws: ws, cork: cw.conn, exec: exec, headers: r.Header, ctx: ctx, cancel: cancel,
-		ops:     map[string]*operation{},
-		wake:    make(chan struct{}, 1),
-		room:    make(chan struct{}),
-		done:    make(chan struct{}),
-		produce: make(chan struct{}, 1),
+		budgetKey: key,
+		ops:       map[string]*operation{},
+		wake:      make(chan struct{}, 1),
+		room:      make(chan struct{}),
+		done:      make(chan struct{}),
+		produce:   make(chan struct{}, 1),
 	}
 	c.serve()
 }
@@ -252,8 +275,13 @@ type conn struct {
 	proto       string // the subprotocol agreed on
 	initialised bool   // reader only
 	limit       int64  // reader only: the socket's message limit
-	refused     int    // reader only: operations refused for the cap
-	acked       atomic.Bool
+	// budgetKey is the socket's share of Config.Budget (set at init);
+	// reserved is what the message being handled holds of it, which an
+	// operation it starts or queues takes over (reader only).
+	budgetKey string
+	reserved  int64
+	refused   int // reader only: operations refused for the cap
+	acked     atomic.Bool
 
 	mu  sync.Mutex
 	ops map[string]*operation
@@ -306,6 +334,9 @@ type operation struct {
 	// beside them when large (Config.HeldBytes).
 	held  int64
 	large bool
+	// reserved is what its message holds of Config.Budget, given back
+	// when the operation ends (or is dropped while it waits).
+	reserved int64
 	// wait, while the operation waits for room: what it starts with.
 	wait *waiting
 }
@@ -348,13 +379,14 @@ func (c *conn) serve() {
 	// The init deadline is not moved by pings: only connection_init counts.
 	_ = c.ws.SetReadDeadline(time.Now().Add(silence))
 	for {
-		typ, data, err := c.ws.ReadMessage()
+		typ, data, err := c.readMessage()
 		if err != nil {
 			c.readFailed(err)
 			return
 		}
 		select {
 		case <-c.done: // closed by the writer or an operation
+			c.releaseMessage()
 			return
 		default:
 		}
@@ -364,12 +396,64 @@ func (c *conn) serve() {
 		} else {
 			handled = c.handle(data)
 		}
+		c.releaseMessage() // unless an operation took it over
 		if !handled {
 			return
 		}
 		if c.acked.Load() { // from the ack on, any message shows the client is alive
 			_ = c.ws.SetReadDeadline(time.Now().Add(silence))
 		}
+	}
+}
+
+// errBudgetFull: the message being read does not fit in Config.Budget.
+var errBudgetFull = errors.New("the relay's memory for large messages is in use")
+
+// budgetChunk is how much of a large message is reserved of Config.Budget
+// at a time, as it is read.
+const budgetChunk = 1 << 20
+
+// readMessage reads the next message whole, as websocket.ReadMessage does,
+// the bytes past MaxMessage each reserved of Config.Budget before they are
+// read (c.reserved; releaseMessage gives them back).
+func (c *conn) readMessage() (int, []byte, error) {
+	if c.t.cfg.Budget == nil || c.limit <= c.t.cfg.MaxMessage {
+		return c.ws.ReadMessage()
+	}
+	typ, r, err := c.ws.NextReader()
+	if err != nil {
+		return typ, nil, err
+	}
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(r, c.t.cfg.MaxMessage))
+	for err == nil && n == c.t.cfg.MaxMessage+c.reserved {
+		if !c.t.cfg.Budget.Reserve(c.budgetKey, budgetChunk) {
+			c.releaseMessage()
+			return typ, nil, errBudgetFull
+		}
+		c.reserved += budgetChunk
+		var more int64
+		more, err = buf.ReadFrom(io.LimitReader(r, budgetChunk))
+		n += more
+	}
+	if err != nil {
+		c.releaseMessage()
+		return typ, nil, err // the reader's limit past the socket's, among others
+	}
+	// Keep what the message holds, no more.
+	if held := max(n-c.t.cfg.MaxMessage, 0); held < c.reserved {
+		c.t.cfg.Budget.Release(c.budgetKey, c.reserved-held)
+		c.reserved = held
+	}
+	return typ, buf.Bytes(), nil
+}
+
+// releaseMessage gives back what the message just handled holds of
+// Config.Budget, unless an operation took it over.
+func (c *conn) releaseMessage() {
+	if c.reserved > 0 {
+		c.t.cfg.Budget.Release(c.budgetKey, c.reserved)
+		c.reserved = 0
 	}
 }
 
@@ -381,6 +465,8 @@ func (c *conn) readFailed(err error) {
 	case errors.Is(err, websocket.ErrReadLimit):
 		// gorilla has sent 1009 already; this one only marks the close.
 		c.closeWith(CloseTooBig, "message too big")
+	case errors.Is(err, errBudgetFull):
+		c.closeWith(websocket.CloseTryAgainLater, "relay busy: "+errBudgetFull.Error()+"; send the message again later")
 	case errors.As(err, &ne) && ne.Timeout() && !c.acked.Load():
 		c.closeWith(gqlws.CloseInitTimeout, "Connection initialisation timeout")
 	case websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived):
@@ -444,6 +530,7 @@ func (c *conn) stopAll() {
 	c.stopping = true
 	for _, op := range c.waiting {
 		c.unwaitLocked(op)
+		c.releaseOp(op)
 		delete(c.ops, op.id)
 	}
 	c.waiting = nil
