@@ -311,8 +311,9 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	a.sockets = wsgql.NewGoAway()
 	api.GoAway = a.sockets
 	// Agents' answers read from their sockets take their room in the body
-	// budget, as the bodies they answer do: one account's sockets a
-	// quarter of it.
+	// budget, as the bodies they answer do: one client address's sockets
+	// a quarter of it whatever accounts they sign in to, one account's a
+	// quarter.
 	api.MessageBudget = a.bodies
 	api.Playground = graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")
 	var in *ingress.Server // made below; the API reads its quota refusals

@@ -53,8 +53,8 @@ type ServerOptions struct {
 	// shutting down: wsgql.GoAway).
 	GoAway *wsgql.GoAway
 	// MessageBudget, when set, holds the bytes of every WebSocket message
-	// past MaxWSMessage (agents' answers) of every socket, each caller
-	// (an account, else a client address) within its share
+	// past MaxWSMessage (agents' answers) of every socket, each under its
+	// client address and its caller's account, within their shares
 	// (wsgql.Config.Budget).
 	MessageBudget wsgql.MessageBudget
 }

@@ -172,6 +172,19 @@ func (b *BodyBudget) Release(key string, n int64) {
 	b.release(key, "", n)
 }
 
+// ReserveFor takes n bytes for client (an address) on behalf of account
+// ("": none), each within its share: a message an agent's socket reads,
+// held under its address and its account, as PROXY bodies are under
+// their sender and the account they are sent to.
+func (b *BodyBudget) ReserveFor(client, account string, n int64) bool {
+	return b.reserve(client, account, n)
+}
+
+// ReleaseFor gives back n bytes ReserveFor took for client and account.
+func (b *BodyBudget) ReleaseFor(client, account string, n int64) {
+	b.release(client, account, n)
+}
+
 // reserve takes n bytes for a body client sent to an Endpoint of account
 // ("": a key of no account's Endpoints), or nothing and false when they
 // are not there: in all, in the shares of the client, its network or the

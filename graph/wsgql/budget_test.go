@@ -24,7 +24,7 @@ type testBudget struct {
 	keys        map[string]bool
 }
 
-func (b *testBudget) Reserve(key string, n int64) bool {
+func (b *testBudget) ReserveFor(client, key string, n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.calls++
@@ -38,10 +38,11 @@ func (b *testBudget) Reserve(key string, n int64) bool {
 		b.keys = map[string]bool{}
 	}
 	b.keys[key] = true
+	b.keys["client:"+client] = client != ""
 	return true
 }
 
-func (b *testBudget) Release(_ string, n int64) {
+func (b *testBudget) ReleaseFor(_, _ string, n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used -= n
@@ -79,8 +80,8 @@ func TestLargeMessagesHoldTheBudget(t *testing.T) {
 	if held < 4<<20 || held > 5<<20 {
 		t.Fatalf("a running answer of 5 MiB holds %d bytes of the budget, want its bytes past 1 MiB", held)
 	}
-	if !b.keys["account:a"] {
-		t.Errorf("reserved under %v, want the socket's BudgetKey", b.keys)
+	if !b.keys["account:a"] || !b.keys["client:127.0.0.1"] {
+		t.Errorf("reserved under %v, want the socket's BudgetKey and its client", b.keys)
 	}
 	second := dialPeer(t, url)
 	second.answer("b1", 5<<20)

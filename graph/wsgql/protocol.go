@@ -147,7 +147,7 @@ func (c *conn) onInit(raw json.RawMessage) bool {
 		}
 	}
 	if c.t.cfg.BudgetKey != nil {
-		if k := c.t.cfg.BudgetKey(ctx); k != "" {
+		if k := c.t.cfg.BudgetKey(ctx); k != c.clientKey {
 			c.budgetKey = k
 		}
 	}
@@ -349,7 +349,7 @@ func (c *conn) dropWaiterLocked(op *operation) {
 // releaseOp gives back what op's message held of Config.Budget.
 func (c *conn) releaseOp(op *operation) {
 	if op.reserved > 0 {
-		c.t.cfg.Budget.Release(c.budgetKey, op.reserved)
+		c.t.cfg.Budget.ReleaseFor(c.clientKey, c.budgetKey, op.reserved)
 		op.reserved = 0
 	}
 }

@@ -99,15 +99,18 @@ type Config struct {
 	// Budget, when set, holds the bytes of every message past MaxMessage
 	// (an agent's answer, up to MessageLimit's) for as long as the message
 	// is held: read, until it is handled, or until the operation it started
-	// or queued ends. BudgetKey names whose share of it they take. A
+	// or queued ends, under the socket's client (ClientKey: its address,
+	// whose share and network's share they take whatever account it signs
+	// in to) and the account BudgetKey names. A
 	// message the budget has no room for closes the socket with 1013 (try
 	// again later) before more of it is read. Without it each socket's
 	// messages are bounded, but not all sockets' together: one client
 	// address's sockets of an account (MaxSocketsPerClient, 32) could hold
 	// 32 agents' limits, ≈ 14.3 MiB each, twice over with those waiting.
 	Budget MessageBudget
-	// BudgetKey names a socket's share of Budget, from the context
-	// InitFunc returned (its account's, say); nil or "": the client's key.
+	// BudgetKey names the account whose share of Budget a socket's
+	// messages take besides its client's, from the context InitFunc
+	// returned; nil or "": the client's share only.
 	BudgetKey func(ctx context.Context) string
 	// MaxSocketsPerClient bounds the open sockets of one ClientKey.
 	MaxSocketsPerClient int
@@ -146,11 +149,15 @@ type Config struct {
 }
 
 // MessageBudget is memory that large messages of every socket share
-// (Config.Budget): Reserve takes n bytes for key, or nothing and false;
-// Release gives back what key reserved.
+// (Config.Budget): ReserveFor takes n bytes for a client address and an
+// account ("": none), each within its share, or nothing and false;
+// ReleaseFor gives back what they reserved. A key of the account alone
+// would let one address, signed in to as many accounts as sign-up gives
+// it, hold the whole of it (ingress.BodyBudget keeps the shares of
+// addresses, their networks and accounts).
 type MessageBudget interface {
-	Reserve(key string, n int64) bool
-	Release(key string, n int64)
+	ReserveFor(client, account string, n int64) bool
+	ReleaseFor(client, account string, n int64)
 }
 
 // Transport is a graphql.Transport for graphql-transport-ws.
@@ -250,7 +257,7 @@ func (t *Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 	ctx, cancel := context.WithCancel(r.Context())
 	c := &conn{
 		t: t, ws: ws, cork: cw.conn, exec: exec, headers: r.Header, ctx: ctx, cancel: cancel,
-		budgetKey: key,
+		clientKey: key,
 		ops:       map[string]*operation{},
 		wake:      make(chan struct{}, 1),
 		room:      make(chan struct{}),
@@ -275,9 +282,11 @@ type conn struct {
 	proto       string // the subprotocol agreed on
 	initialised bool   // reader only
 	limit       int64  // reader only: the socket's message limit
-	// budgetKey is the socket's share of Config.Budget (set at init);
-	// reserved is what the message being handled holds of it, which an
-	// operation it starts or queues takes over (reader only).
+	// clientKey and budgetKey (its account's, set at init) are the
+	// socket's shares of Config.Budget; reserved is what the message being
+	// handled holds of it, which an operation it starts or queues takes
+	// over (reader only).
+	clientKey string
 	budgetKey string
 	reserved  int64
 	refused   int // reader only: operations refused for the cap
@@ -410,8 +419,10 @@ func (c *conn) serve() {
 var errBudgetFull = errors.New("the relay's memory for large messages is in use")
 
 // budgetChunk is how much of a large message is reserved of Config.Budget
-// at a time, as it is read.
-const budgetChunk = 1 << 20
+// at a time, as it is read: small beside a client's share (at least one
+// --max-body), which the bodies its address sends share, so that an
+// answer of a few hundred KiB is not refused for the MiB it does not hold.
+const budgetChunk = 64 << 10
 
 // readMessage reads the next message whole, as websocket.ReadMessage does,
 // the bytes past MaxMessage each reserved of Config.Budget before they are
@@ -427,7 +438,7 @@ func (c *conn) readMessage() (int, []byte, error) {
 	var buf bytes.Buffer
 	n, err := buf.ReadFrom(io.LimitReader(r, c.t.cfg.MaxMessage))
 	for err == nil && n == c.t.cfg.MaxMessage+c.reserved {
-		if !c.t.cfg.Budget.Reserve(c.budgetKey, budgetChunk) {
+		if !c.t.cfg.Budget.ReserveFor(c.clientKey, c.budgetKey, budgetChunk) {
 			c.releaseMessage()
 			return typ, nil, errBudgetFull
 		}
@@ -442,7 +453,7 @@ func (c *conn) readMessage() (int, []byte, error) {
 	}
 	// Keep what the message holds, no more.
 	if held := max(n-c.t.cfg.MaxMessage, 0); held < c.reserved {
-		c.t.cfg.Budget.Release(c.budgetKey, c.reserved-held)
+		c.t.cfg.Budget.ReleaseFor(c.clientKey, c.budgetKey, c.reserved-held)
 		c.reserved = held
 	}
 	return typ, buf.Bytes(), nil
@@ -452,7 +463,7 @@ func (c *conn) readMessage() (int, []byte, error) {
 // Config.Budget, unless an operation took it over.
 func (c *conn) releaseMessage() {
 	if c.reserved > 0 {
-		c.t.cfg.Budget.Release(c.budgetKey, c.reserved)
+		c.t.cfg.Budget.ReleaseFor(c.clientKey, c.budgetKey, c.reserved)
 		c.reserved = 0
 	}
 }
