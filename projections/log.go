@@ -78,7 +78,8 @@ const logReadSlack = 64 << 10
 
 // logReadSize is what a read of at most stored bytes the views count
 // reserves of the answer's log budget (readmodel.LogBudget.Read); a read
-// of a delivery the views count nothing of (0) reserves it whole
+// of which they count nothing (0 or less: a delivery they count nothing
+// of, or whose counted events are read already) reserves it whole
 // (readmodel.Unsized).
 func logReadSize(stored int64) int64 {
 	if stored <= 0 {
@@ -298,7 +299,7 @@ const (
 // attempts of a delivery with 50 captured answers of 8 MB took a core
 // 3.9 s.
 func (v *History) AttemptResponses(ctx context.Context, deliveryID string, maxBody int64, only ...string) (map[string]readmodel.AttemptResponse, error) {
-	outcomes, err := v.outcomes(ctx, deliveryID, only)
+	outcomes, stored, err := v.outcomes(ctx, deliveryID, only)
 	if err != nil {
 		return nil, err
 	}
@@ -356,11 +357,7 @@ func (v *History) AttemptResponses(ctx context.Context, deliveryID string, maxBo
 			e     domain.RecordedEvent
 			found bool
 		)
-		size := readmodel.Unsized
-		if o.stored > 0 {
-			size = logReadSize(max(o.stored-counted, 0))
-		}
-		ok, err := budget.Read(ctx, size, func() (int64, error) {
+		ok, err := budget.Read(ctx, logReadSize(stored-counted), func() (int64, error) {
 			var err error
 			e, found, err = v.readAt(ctx, o.position)
 			return int64(len(e.Data)), err
@@ -421,33 +418,32 @@ type attemptOutcome struct {
 	position uint64
 	status   int
 	errText  string
-	stored   int64 // the delivery's stored bytes (deliveries.stored_bytes)
 }
 
 // outcomes lists a delivery's attempts with an outcome (those named in
-// only, every one when it names none), in the log's order.
-func (v *History) outcomes(ctx context.Context, deliveryID string, only []string) ([]attemptOutcome, error) {
+// only, every one when it names none), in the log's order, and the bytes
+// the views count of the delivery in the log (deliveries.stored_bytes).
+func (v *History) outcomes(ctx context.Context, deliveryID string, only []string) (out []attemptOutcome, stored int64, err error) {
 	rows, err := v.r.QueryContext(ctx, `SELECT a.attempt_id, a.outcome_position, COALESCE(a.status, 0), COALESCE(a.error, ''), d.stored_bytes
 		FROM attempts a JOIN deliveries d ON d.position = a.delivery_position
 		WHERE d.id = ? AND a.outcome_position IS NOT NULL ORDER BY a.outcome_position`, deliveryID)
 	if err != nil {
-		return nil, fmt.Errorf("list the outcomes of %s: %w", deliveryID, err)
+		return nil, 0, fmt.Errorf("list the outcomes of %s: %w", deliveryID, err)
 	}
 	defer rows.Close()
-	var out []attemptOutcome
 	for rows.Next() {
 		var o attemptOutcome
-		if err := rows.Scan(&o.attempt, &o.position, &o.status, &o.errText, &o.stored); err != nil {
-			return nil, fmt.Errorf("list the outcomes of %s: %w", deliveryID, err)
+		if err := rows.Scan(&o.attempt, &o.position, &o.status, &o.errText, &stored); err != nil {
+			return nil, 0, fmt.Errorf("list the outcomes of %s: %w", deliveryID, err)
 		}
 		if len(only) == 0 || slices.Contains(only, o.attempt) {
 			out = append(out, o)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list the outcomes of %s: %w", deliveryID, err)
+		return nil, 0, fmt.Errorf("list the outcomes of %s: %w", deliveryID, err)
 	}
-	return out, nil
+	return out, stored, nil
 }
 
 // readAt reads the event at position pos, in the reader's share of the
