@@ -46,7 +46,7 @@ func TestOneAddressHoldsItsShareOfTheBudget(t *testing.T) {
 	}
 	url, _ := serve(t, answerServer(make(chan struct{}), &executed, cfg))
 	// Each socket sends 2.5 MiB of one frame, then nothing: the bytes past
-	// 1 MiB are reserved as read, 1 MiB at a time (2 MiB, a sixteenth of
+	// 1 MiB are reserved as read, 64 KiB at a time (up to 1.5 MiB, under a sixteenth of
 	// the budget, so the reserve admits them too), and held until the read
 	// deadline (2 × KeepAlive).
 	head := append([]byte(`{"id":"1","type":"subscribe","payload":{"query":"mutation($b: String!){ completeForward(body: $b) }","variables":{"b":"`),
