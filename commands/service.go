@@ -12,7 +12,6 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/conflict"
 	"github.com/relayhq/relay/internal/diskreserve"
-	"github.com/relayhq/relay/internal/keyedlock"
 	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/secrets"
@@ -129,9 +128,6 @@ type Service struct {
 	// deletions ended with: the next page goes on after it, so one
 	// Endpoint's backlog does not hold the others' deletions.
 	deletedAfter string
-	// retries orders the requests of one delivery's retries on this node
-	// (requestRetry).
-	retries keyedlock.Locks
 }
 
 // New wires a Service. store is read from; rec records its decisions.
@@ -872,18 +868,19 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 // requestRetry records a retry's request: the recorder reads the
 // delivery, decides and appends at the revision it read, reading and
 // deciding again (up to its 20 tries) when another writer appended
-// first. The retries of one delivery on this node take turns at it, each
-// for the time of one read and one append, not of their forwards:
-// together they refused one another's appends, one winner a round, and
-// ran out of tries (domain.ErrWrongExpectedRevision, CONFLICT to the API)
-// though every one could be recorded: with 9 listeners, 16 at once in 4
-// runs of 20, 64 at once 17 to 44 of them in every run. What a request
-// still meets (the outcomes and copies of the retries before it, another
-// node's retries) outlasted those tries too, rarely (1 of 64 at once in
-// a loaded run): it is then read and decided again, up to
-// retryRequestRounds times, before CONFLICT.
+// first. The retries of one delivery on this node take turns at it with
+// the delivery's copies being recorded (record.Recorder.Turn), each for
+// the time of one read and one append, not of their forwards: together
+// they refused one another's appends, one winner a round, and ran out of
+// tries (domain.ErrWrongExpectedRevision, CONFLICT to the API) though
+// every one could be recorded: with 9 listeners, 16 at once in 4 runs of
+// 20, 64 at once 17 to 44 of them in every run. What a request still
+// meets (the first outcomes of the retries before it, which take no turn,
+// another node's writers) outlasted those tries too, rarely (1 of 64 at
+// once in a loaded run, with a turn of the retries' own): it is then read
+// and decided again, up to retryRequestRounds times, before CONFLICT.
 func (s *Service) requestRetry(ctx context.Context, deliveryID string, t record.RetryTarget) (domain.ForwardCommand, error) {
-	defer s.retries.Lock(deliveryID)()
+	defer s.rec.Turn(deliveryID)()
 	var cmd domain.ForwardCommand
 	err := conflict.Retry(ctx, retryRequestRounds, func(int) error {
 		var err error

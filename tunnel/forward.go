@@ -318,11 +318,11 @@ const recordTurns = 4
 // requests taking turns (commands), left 6 to 29 of them with no outcome
 // recorded, pending in the log for good. Such an outcome is recorded again
 // in turn with the delivery's copies and the outcomes that met the same
-// (h.copyRecords); an outcome that meets nobody takes no lock.
+// (Recorder.Turn); an outcome that meets nobody takes no lock.
 func (h *Hub) recordOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error) {
 	pos, err := h.rec.RecordOutcome(ctx, cmd, out)
 	for turn := 1; turn < recordTurns && errors.Is(err, domain.ErrWrongExpectedRevision); turn++ {
-		unlock := h.copyRecords.Lock(cmd.DeliveryID)
+		unlock := h.rec.Turn(cmd.DeliveryID)
 		pos, err = h.rec.RecordOutcome(ctx, cmd, out)
 		unlock()
 	}
@@ -517,7 +517,7 @@ func (h *Hub) awaitCopy(ctx context.Context, p *pendingWork, agentID string, tim
 // outcomes may still come first more often than the recorder tries: the
 // copy is recorded again, up to recordTurns times.
 func (h *Hub) recordCopy(cp domain.ForwardCommand, agentID string, out domain.ForwardOutcome) {
-	defer h.copyRecords.Lock(cp.DeliveryID)()
+	defer h.rec.Turn(cp.DeliveryID)()
 	_, err := h.rec.RecordCopy(h.life, cp, agentID, out)
 	for turn := 1; turn < recordTurns && errors.Is(err, domain.ErrWrongExpectedRevision); turn++ {
 		_, err = h.rec.RecordCopy(h.life, cp, agentID, out)

@@ -134,7 +134,7 @@ func TestEveryCopyOfADeliveryIsRecorded(t *testing.T) {
 		if len(answered) != listeners {
 			return fmt.Errorf("%d listeners' answers recorded, want %d", len(answered), listeners)
 		}
-		if n := e.hub.copyRecords.Held(); n != 0 {
+		if n := e.hub.rec.(*record.Recorder).TurnsHeld(); n != 0 {
 			return fmt.Errorf("%d deliveries' locks kept once their copies are recorded", n)
 		}
 		return nil

@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/internal/keyedlock"
 	"github.com/relayhq/relay/internal/workers"
 )
 
@@ -37,6 +36,9 @@ type Recorder interface {
 	RecordCopy(ctx context.Context, cmd domain.ForwardCommand, agentID string, out domain.ForwardOutcome) (uint64, error)
 	// NewID names a copy's attempt.
 	NewID() string
+	// Turn orders the appends to a delivery's stream of this node's
+	// writers that take turns (record.Recorder.Turn), and returns its end.
+	Turn(deliveryID string) (end func())
 }
 
 // HubConfig holds the Hub's dependencies; Recorder is required.
@@ -117,9 +119,6 @@ type Hub struct {
 	copyBytes *copyBudget
 	// bodies is HubConfig.Bodies.
 	bodies Bodies
-	// copyRecords orders the recording of each delivery's copies, and of
-	// the outcomes that met other writers (recordOutcome).
-	copyRecords keyedlock.Locks
 	// copyCounts counts each delivery's copies given here, against
 	// domain.MaxDeliveryCopies.
 	copyCounts copyCounts
