@@ -467,6 +467,9 @@ func (a *App) Codec() *domain.Codec { return a.codec }
 // Hub holds the agent sessions.
 func (a *App) Hub() *tunnel.Hub { return a.hub }
 
+// Recorder is the one writer of the log.
+func (a *App) Recorder() *record.Recorder { return a.rec }
+
 // DiskReserve is the relay's reserve of free disk; nil when it has none.
 func (a *App) DiskReserve() *diskreserve.Reserve { return a.disk }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/tunnel"
 )
@@ -29,6 +30,7 @@ type env struct {
 	codec *domain.Codec
 	views *projections.Runner
 	hub   *tunnel.Hub
+	rec   *record.Recorder
 	svc   *commands.Service
 }
 
@@ -50,7 +52,7 @@ func newEnv(t *testing.T, cfg commands.Config) *env {
 			t.Errorf("close app: %v", err)
 		}
 	})
-	return &env{dir: dir, cfg: cfg, store: a.Store(), codec: a.Codec(), views: a.Views(), hub: a.Hub(), svc: a.Service()}
+	return &env{dir: dir, cfg: cfg, store: a.Store(), codec: a.Codec(), views: a.Views(), hub: a.Hub(), rec: a.Recorder(), svc: a.Service()}
 }
 
 // ctx is a test's context for one command.

@@ -1,8 +1,11 @@
 package commands_test
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -68,5 +71,58 @@ func TestConcurrentRetriesOfOneDelivery(t *testing.T) {
 	}
 	if g := given.Load(); g > domain.MaxDeliveryCopies || int(g) != copies {
 		t.Errorf("%d copies given and %d recorded, want as many, at most %d (domain.MaxDeliveryCopies)", g, copies, domain.MaxDeliveryCopies)
+	}
+}
+
+// TestARetryWhoseCallerLeftStopsWaitingForItsTurn: a retry waiting for its
+// delivery's turn (another writer holds it) ends with its caller's
+// context, records nothing and leaves the turn to the next; once the turn
+// is free a retry is recorded and answered.
+func TestARetryWhoseCallerLeftStopsWaitingForItsTurn(t *testing.T) {
+	e := newEnv(t, defaultConfig())
+	ada, _ := e.account(t, "Ada")
+	ep := e.endpoint(t, ada.ID, proxySettings)
+	e.listenersCountingCopies(t, ep.ID, ada.ID, 1)
+	id := e.receive(t, ep.ID, domain.AddressEndpoint, ada.ID, request("/hooks", webhookBody, len(webhookBody)), 503)
+	end, err := e.rec.Turn(ctx(t), id) // another writer of the delivery
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.lastPosition(t)
+	left, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
+	defer cancel()
+	gave := make(chan error, 1)
+	go func() {
+		_, err := e.svc.RetryDelivery(left, ada.ID, id, nil)
+		gave <- err
+	}()
+	select {
+	case err := <-gave:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("retry whose caller left while it waited for its turn: %v, want context.DeadlineExceeded", err)
+		}
+	case <-time.After(10 * time.Second):
+		end()
+		t.Fatal("a retry whose caller left 200 ms in still waited for its turn 10 s later")
+	}
+	if after := e.lastPosition(t); after != before {
+		t.Errorf("the log moved from %d to %d for a retry that never had its turn", before, after)
+	}
+	if n := e.rec.TurnsHeld(); n != 1 {
+		t.Errorf("%d deliveries with writers holding or waiting, want 1 (the holder)", n)
+	}
+	end()
+	d, err := e.svc.RetryDelivery(ctx(t), ada.ID, id, nil)
+	if err != nil {
+		t.Fatalf("retry once the turn is free: %v", err)
+	}
+	answered := 0
+	for _, a := range d.Attempts {
+		if !a.Copy && a.Status != nil && *a.Status == 200 {
+			answered++
+		}
+	}
+	if answered != 1 {
+		t.Errorf("the delivery records %d attempts answered 200 after its retry, want the retry's", answered)
 	}
 }

@@ -880,9 +880,13 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 // once in a loaded run, with a turn of the retries' own): it is then read
 // and decided again, up to retryRequestRounds times, before CONFLICT.
 func (s *Service) requestRetry(ctx context.Context, deliveryID string, t record.RetryTarget) (domain.ForwardCommand, error) {
-	defer s.rec.Turn(deliveryID)()
+	end, err := s.rec.Turn(ctx, deliveryID)
+	if err != nil {
+		return domain.ForwardCommand{}, fmt.Errorf("retry %s: %w", deliveryID, err)
+	}
+	defer end()
 	var cmd domain.ForwardCommand
-	err := conflict.Retry(ctx, retryRequestRounds, func(int) error {
+	err = conflict.Retry(ctx, retryRequestRounds, func(int) error {
 		var err error
 		cmd, err = s.rec.RequestRetry(ctx, deliveryID, t)
 		return err

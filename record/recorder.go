@@ -85,9 +85,11 @@ type Recorder struct {
 // appends at the stream's next revision past their tries (64 retries at
 // once to 9 listeners left 17 to 44 refused and 16 to 20 outcomes
 // unrecorded). A delivery's first outcome takes no turn; another node's
-// writers are not ordered by it.
-func (r *Recorder) Turn(deliveryID string) (end func()) {
-	return r.turns.Lock(deliveryID)
+// writers are not ordered by it. A writer whose ctx ends while it waits
+// gets ctx's error and holds no turn: a retry whose client has gone does
+// not wait out the writers before it.
+func (r *Recorder) Turn(ctx context.Context, deliveryID string) (end func(), err error) {
+	return r.turns.Lock(ctx, deliveryID)
 }
 
 // TurnsHeld is how many deliveries have a writer in turn or waiting for one.

@@ -322,7 +322,10 @@ const recordTurns = 4
 func (h *Hub) recordOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error) {
 	pos, err := h.rec.RecordOutcome(ctx, cmd, out)
 	for turn := 1; turn < recordTurns && errors.Is(err, domain.ErrWrongExpectedRevision); turn++ {
-		unlock := h.rec.Turn(cmd.DeliveryID)
+		unlock, terr := h.rec.Turn(ctx, cmd.DeliveryID)
+		if terr != nil {
+			return 0, terr
+		}
 		pos, err = h.rec.RecordOutcome(ctx, cmd, out)
 		unlock()
 	}
@@ -517,8 +520,13 @@ func (h *Hub) awaitCopy(ctx context.Context, p *pendingWork, agentID string, tim
 // outcomes may still come first more often than the recorder tries: the
 // copy is recorded again, up to recordTurns times.
 func (h *Hub) recordCopy(cp domain.ForwardCommand, agentID string, out domain.ForwardOutcome) {
-	defer h.rec.Turn(cp.DeliveryID)()
-	_, err := h.rec.RecordCopy(h.life, cp, agentID, out)
+	var err error
+	if end, terr := h.rec.Turn(h.life, cp.DeliveryID); terr != nil {
+		err = terr // the hub is closing
+	} else {
+		defer end()
+		_, err = h.rec.RecordCopy(h.life, cp, agentID, out)
+	}
 	for turn := 1; turn < recordTurns && errors.Is(err, domain.ErrWrongExpectedRevision); turn++ {
 		_, err = h.rec.RecordCopy(h.life, cp, agentID, out)
 	}

@@ -38,7 +38,7 @@ type Recorder interface {
 	NewID() string
 	// Turn orders the appends to a delivery's stream of this node's
 	// writers that take turns (record.Recorder.Turn), and returns its end.
-	Turn(deliveryID string) (end func())
+	Turn(ctx context.Context, deliveryID string) (end func(), err error)
 }
 
 // HubConfig holds the Hub's dependencies; Recorder is required.
