@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/domain/duration"
 )
 
@@ -89,7 +88,7 @@ func (c *CommandLine) Options(server, token string) (Options, error) {
 	if _, _, err := o.validate(); err != nil {
 		return Options{}, &OptionsError{err: fmt.Errorf("agent: %w", err)}
 	}
-	if _, err := apiclient.TLSConfig(o.CAFile); err != nil {
+	if _, err := TLSConfig(o.CAFile); err != nil {
 		return Options{}, &OptionsError{err: fmt.Errorf("agent: %w", err)}
 	}
 	return o, nil

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-
-	"github.com/relayhq/relay/apiclient"
 )
 
 // agent is a running Serve.
@@ -37,7 +35,7 @@ func newAgent(o Options) (*agent, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Second
 	}
-	tlsConfig, err := apiclient.TLSConfig(o.CAFile)
+	tlsConfig, err := TLSConfig(o.CAFile)
 	if err != nil {
 		return nil, &OptionsError{err: err}
 	}

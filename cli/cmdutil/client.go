@@ -46,7 +46,7 @@ func (c *Connection) Flags(fs *pflag.FlagSet) {
 
 // LoadTLS reads --ca-file (after the environment was bound).
 func (c *Connection) LoadTLS() (err error) {
-	if c.TLS, err = apiclient.TLSConfig(c.CAFile); err != nil {
+	if c.TLS, err = agentcli.TLSConfig(c.CAFile); err != nil {
 		return Usage(err)
 	}
 	return nil

@@ -1,6 +1,10 @@
 package cmdutil
 
 import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -86,5 +90,35 @@ func TestResolveSaysWhereItFound(t *testing.T) {
 			t.Errorf("%s: server %q from %q, token %q from %q; want %q from %q, %q from %q", tt.name,
 				c.Server, c.ServerFrom, c.Token, c.TokenFrom, tt.server, tt.serverFrom, tt.token, tt.tokenFrom)
 		}
+	}
+}
+
+// TestLoadTLSBoundsTheCAFile: every client command's --ca-file (or
+// RELAY_CA_FILE) over agentcli.MaxCAFile is a usage error naming the file
+// and the bound, the file not read past the bound. It was read whole.
+func TestLoadTLSBoundsTheCAFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bundle.pem")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil { // sparse: no room on disk
+		t.Fatal(err)
+	}
+	f.Close()
+	c := Connection{CAFile: path}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	err = c.LoadTLS()
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "--ca-file "+path) || !strings.Contains(err.Error(), "over 1 MiB") {
+		t.Errorf("LoadTLS = %v, want --ca-file %s refused as over 1 MiB", err, path)
+	}
+	if ExitCode(err) != ExitRefused {
+		t.Errorf("exit code %d, want %d", ExitCode(err), ExitRefused)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+		t.Errorf("refusing a 64 MiB file allocated %.1f MiB, want at most 4", float64(n)/(1<<20))
 	}
 }
