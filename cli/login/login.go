@@ -342,13 +342,22 @@ func CheckToken(ctx context.Context, client *apiclient.Client) (endpoints int, a
 	return len(eps), *out.Me, nil
 }
 
-// readToken reads a token from standard input: its first line, trimmed.
+// maxTokenInput bounds the first line of standard input read as a token
+// (the relay's tokens are under 100 bytes): a longer one is refused, not
+// cut to a prefix that would be sent as the token.
+const maxTokenInput = 4 << 10
+
+// readToken reads a token from standard input: its first line, trimmed,
+// reading at most maxTokenInput bytes and one more.
 func readToken(stdin io.Reader) (string, error) {
-	b, err := io.ReadAll(io.LimitReader(stdin, 4096))
+	b, err := io.ReadAll(io.LimitReader(stdin, maxTokenInput+1))
 	if err != nil {
 		return "", fmt.Errorf("read token from standard input: %w", err)
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
+	line, _, found := strings.Cut(string(b), "\n")
+	if !found && len(b) > maxTokenInput {
+		return "", cmdutil.Usage(fmt.Errorf("the token on standard input is over %d KiB, the most its first line is read for: pipe in the token alone", maxTokenInput>>10))
+	}
 	if t := strings.TrimSpace(line); t != "" {
 		return t, nil
 	}
