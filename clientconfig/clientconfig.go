@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/url"
@@ -45,18 +46,43 @@ func Load() (Config, string, error) {
 	if err != nil {
 		return Config{}, "", err
 	}
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Config{}, path, nil
 	}
 	if err != nil {
-		return Config{}, path, fmt.Errorf("read %s: %w", path, err)
+		return Config{}, path, err
 	}
 	var c Config
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Config{}, path, fmt.Errorf("read %s: %w (fix or delete it, then run `relay login`)", path, err)
 	}
 	return c, path, nil
+}
+
+// maxFile bounds what Load reads: Save writes a server and a token, a few
+// hundred bytes, so anything far larger is not its file.
+const maxFile = 64 << 10
+
+// readFile reads path, refusing a file over maxFile having read no more
+// than maxFile+1 bytes of it.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > maxFile {
+		return nil, fmt.Errorf("read %s: over %d KiB, the most a stored login is read for (fix or delete it, then run `relay login`)", path, maxFile>>10)
+	}
+	return b, nil
 }
 
 // Save writes c to path readable by its owner only (folder 0700, file

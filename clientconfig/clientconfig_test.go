@@ -3,6 +3,8 @@ package clientconfig
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -57,5 +59,40 @@ func TestSameServer(t *testing.T) {
 		if got := SameServer(tt.a, tt.b); got != tt.want {
 			t.Errorf("SameServer(%q, %q) = %v", tt.a, tt.b, got)
 		}
+	}
+}
+
+// TestLoadIsBounded: a config file over maxFile (a server and a token
+// take a few hundred bytes) is refused, naming the file, the bound and
+// what to do, having read no more than the bound. It was read whole and
+// decoded: every client command read a 64 MiB file there.
+func TestLoadIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	t.Setenv("HOME", dir)
+	path := filepath.Join(dir, "relay", "config.json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil { // sparse: no room on disk
+		t.Fatal(err)
+	}
+	f.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, _, err = Load()
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "over 64 KiB") || !strings.Contains(err.Error(), "relay login") {
+		t.Errorf("Load of a 64 MiB file = %v, want it refused as over 64 KiB, naming the file and relay login", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("refusing a 64 MiB file allocated %.1f MiB, want at most 1", float64(n)/(1<<20))
+	} else {
+		t.Logf("refused having allocated %d KiB", n>>10)
 	}
 }
