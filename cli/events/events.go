@@ -295,18 +295,21 @@ func verifyExport(ctx context.Context, path string, opts evidence.Options, w io.
 }
 
 // blank reports whether the file at path holds only white space (or
-// nothing). It reads up to the first other byte.
+// nothing). It reads up to the first other byte, and at most an export
+// line's bound and a byte: past that much white space the file is not
+// called empty, and the export reader refuses its first line as over the
+// bound, where the whole file was read, whatever its size.
 func blank(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	r := bufio.NewReader(f)
-	for {
+	r := bufio.NewReader(io.LimitReader(f, evidence.MaxExportLine+1))
+	for read := 0; ; read++ {
 		b, err := r.ReadByte()
 		if err != nil {
-			return errors.Is(err, io.EOF)
+			return errors.Is(err, io.EOF) && read <= evidence.MaxExportLine
 		}
 		switch b {
 		case ' ', '\t', '\r', '\n':
