@@ -79,20 +79,61 @@ func (p Replayer) send(ctx context.Context, r bundle.Request) (int, error) {
 	if err := r.WriteRequest(conn, p.Target.host, p.Target.prefix); err != nil {
 		return 0, fmt.Errorf("send: %w", err)
 	}
-	rd := bufio.NewReader(conn)
-	for {
+	// Every read of the answer goes through lr: each head (status line
+	// and headers) may take maxAnswerHead of the connection, the body's
+	// drain 1 MiB, whatever the target sends.
+	lr := &answerLimit{r: conn}
+	rd := bufio.NewReader(lr)
+	for interim := 0; ; {
+		lr.left = maxAnswerHead
 		resp, err := http.ReadResponse(rd, &http.Request{Method: r.Method})
 		if err != nil {
 			return 0, fmt.Errorf("read the answer: %w", err)
 		}
 		// 100 Continue and other interim answers precede the real one.
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			if interim++; interim > maxInterim {
+				return 0, fmt.Errorf("read the answer: more than %d interim (1xx) answers before the final one", maxInterim)
+			}
 			continue
 		}
 		// Read some of the body, so a server still writing it is not
 		// reset by the close; the status is what is reported.
+		lr.left, lr.body = 1<<20, true
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 		_ = resp.Body.Close()
 		return resp.StatusCode, nil
 	}
+}
+
+// maxAnswerHead bounds the status line and headers of one answer of the
+// target that replay reads: the most a relay takes of a request's
+// (--max-header-bytes is at most 1 MiB). Replay reports the status only.
+const maxAnswerHead = 1 << 20
+
+// maxInterim bounds the interim (1xx) answers read before the final one,
+// as net/http's client does.
+const maxInterim = 5
+
+// errAnswerHead is an answer's head over maxAnswerHead.
+var errAnswerHead = fmt.Errorf("its status line and headers are over %d MiB, the most replay reads of them", maxAnswerHead>>20)
+
+// answerLimit reads at most left bytes of r, then fails: with
+// errAnswerHead while a head is read, with io.EOF in the body's drain.
+type answerLimit struct {
+	r    io.Reader
+	left int
+	body bool
+}
+
+func (l *answerLimit) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		if l.body {
+			return 0, io.EOF
+		}
+		return 0, errAnswerHead
+	}
+	n, err := l.r.Read(p[:min(len(p), l.left)])
+	l.left -= n
+	return n, err
 }
