@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -233,5 +234,308 @@ func TestNilLogBudgetReadsUnbounded(t *testing.T) {
 	var b *readmodel.LogBudget
 	if ok, err := b.Read(t.Context(), readmodel.Unsized, func() (int64, error) { return 1 << 40, nil }); !ok || err != nil {
 		t.Errorf("nil budget: ok %v, %v", ok, err)
+	}
+}
+
+// budgetRead is a read started under a budget by a test: it holds, once
+// started, until the test ends it with the bytes it read.
+type budgetRead struct {
+	size    int64
+	started chan struct{}
+	end     chan int64
+	cancel  context.CancelFunc
+	done    chan error // Read's error; errRefused when it returned !ok
+}
+
+var errRefused = errors.New("refused")
+
+func startRead(ctx context.Context, b *readmodel.LogBudget, size int64) *budgetRead {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &budgetRead{size: size, started: make(chan struct{}), end: make(chan int64, 1), cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		defer cancel()
+		ok, err := b.Read(ctx, size, func() (int64, error) {
+			close(r.started)
+			return <-r.end, nil
+		})
+		if err == nil && !ok {
+			err = errRefused
+		}
+		r.done <- err
+	}()
+	return r
+}
+
+// waitFor fails the test unless cond holds within a few seconds; a read
+// that started where it should wait fails it at once.
+func waitFor(t *testing.T, what string, cond func() bool, mustNotStart ...*budgetRead) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok := cond()
+		for _, r := range mustNotStart {
+			select {
+			case <-r.started:
+				t.Fatalf("%s: a read of %d started ahead of its turn", what, r.size)
+			default:
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5 s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestLogBudgetReadsStartInTheOrderTheyCame: a read that does not fit
+// waits, and the reads that come after it wait behind it even when they
+// would fit beside the reads running, until it starts (or gives up, or is
+// refused): they cannot keep it waiting. The budget's other rules hold as
+// before: a read larger than what is left starts alone once none runs,
+// an Unsized one alone, and once the budget is spent the reads waiting are
+// refused. Before, the later reads that fit started first: each case with
+// a small read behind a waiting one failed as the small read came.
+func TestLogBudgetReadsStartInTheOrderTheyCame(t *testing.T) {
+	type arrival struct {
+		name  string
+		size  int64
+		waits bool // else it starts as it comes
+	}
+	type step struct {
+		end    string // the running read that ends now ...
+		read   int64  // ... having read this many bytes
+		cancel string // or the waiting read that gives up now
+		start  []string
+		refuse []string
+	}
+	for _, tc := range []struct {
+		name     string
+		limit    int64
+		arrivals []arrival
+		steps    []step
+		spent    int64
+	}{{
+		name:     "a smaller read waits behind a larger one that does not fit",
+		limit:    100,
+		arrivals: []arrival{{"a", 60, false}, {"b", 60, true}, {"c", 20, true}},
+		steps: []step{
+			{end: "a", read: 10, start: []string{"b", "c"}},
+			{end: "b", read: 60},
+			{end: "c", read: 20},
+		},
+		spent: 90,
+	}, {
+		name:     "sized reads wait behind an Unsized one",
+		limit:    100,
+		arrivals: []arrival{{"a", 10, false}, {"u", readmodel.Unsized, true}, {"c", 10, true}},
+		steps: []step{
+			{end: "a", read: 10, start: []string{"u"}},
+			{end: "u", read: 5, start: []string{"c"}},
+			{end: "c", read: 10},
+		},
+		spent: 25,
+	}, {
+		name:     "the reads behind one larger than what is left are refused once it spends the budget",
+		limit:    100,
+		arrivals: []arrival{{"a", 60, false}, {"b", 60, true}, {"c", 10, true}},
+		steps: []step{
+			{end: "a", read: 60, start: []string{"b"}},
+			{end: "b", read: 60, refuse: []string{"c"}},
+		},
+		spent: 120,
+	}, {
+		name:     "reads start at once while they fit and none waits",
+		limit:    100,
+		arrivals: []arrival{{"a", 40, false}, {"b", 40, false}, {"c", 40, true}},
+		steps: []step{
+			{end: "a", read: 40},
+			{end: "b", read: 40, start: []string{"c"}},
+			{end: "c", read: 40},
+		},
+		spent: 120,
+	}, {
+		name:     "the reads waiting are refused once the budget is spent",
+		limit:    100,
+		arrivals: []arrival{{"a", 60, false}, {"b", 60, true}, {"c", 50, true}},
+		steps:    []step{{end: "a", read: 100, refuse: []string{"b", "c"}}},
+		spent:    100,
+	}, {
+		name:     "the read at the head that gives up lets the next start",
+		limit:    100,
+		arrivals: []arrival{{"a", 60, false}, {"b", 60, true}, {"c", 20, true}},
+		steps: []step{
+			{cancel: "b", start: []string{"c"}},
+			{end: "a", read: 60},
+			{end: "c", read: 20},
+		},
+		spent: 80,
+	}, {
+		name:     "a read behind the head that gives up leaves the others waiting",
+		limit:    100,
+		arrivals: []arrival{{"a", 60, false}, {"b", 60, true}, {"u", readmodel.Unsized, true}, {"d", 10, true}},
+		steps: []step{
+			{cancel: "u"},
+			{end: "a", read: 10, start: []string{"b", "d"}},
+			{end: "b", read: 60},
+			{end: "d", read: 10},
+		},
+		spent: 80,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := readmodel.NewLogBudget(tc.limit)
+			reads := map[string]*budgetRead{}
+			var waiting []*budgetRead // in the order they came
+			for _, a := range tc.arrivals {
+				r := startRead(t.Context(), b, a.size)
+				reads[a.name] = r
+				if !a.waits {
+					waitFor(t, "read "+a.name+" starts", func() bool {
+						select {
+						case <-r.started:
+							return true
+						default:
+							return false
+						}
+					}, waiting...)
+					continue
+				}
+				waiting = append(waiting, r)
+				n := len(waiting)
+				waitFor(t, "read "+a.name+" waits", func() bool { return readmodel.LogBudgetWaiting(b) >= n }, waiting...)
+			}
+			for _, s := range tc.steps {
+				what := "the end of " + s.end
+				if s.cancel != "" {
+					what = s.cancel + " giving up"
+					reads[s.cancel].cancel()
+					if err := <-reads[s.cancel].done; !errors.Is(err, context.Canceled) {
+						t.Fatalf("%s: Read returned %v, want context.Canceled", what, err)
+					}
+				} else {
+					reads[s.end].end <- s.read
+					if err := <-reads[s.end].done; err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+				}
+				// The reads that start or are refused are decided by the
+				// time the one that ended returns from Read.
+				gone := map[*budgetRead]bool{reads[s.cancel]: true, reads[s.end]: true}
+				for _, name := range s.start {
+					r := reads[name]
+					gone[r] = true
+					select {
+					case <-r.started:
+					case <-time.After(5 * time.Second):
+						t.Fatalf("%s: read %s did not start", what, name)
+					}
+				}
+				for _, name := range s.refuse {
+					gone[reads[name]] = true
+					if err := <-reads[name].done; err != errRefused {
+						t.Fatalf("%s: read %s returned %v, want refused", what, name, err)
+					}
+				}
+				waiting = slices.DeleteFunc(waiting, func(r *budgetRead) bool { return gone[r] })
+				if got := readmodel.LogBudgetWaiting(b); got != len(waiting) {
+					t.Fatalf("after %s: %d reads wait, want %d", what, got, len(waiting))
+				}
+				for _, r := range waiting {
+					select {
+					case <-r.started:
+						t.Fatalf("after %s: a read of %d started ahead of its turn", what, r.size)
+					default:
+					}
+				}
+			}
+			if got := b.Spent(); got != tc.spent {
+				t.Errorf("spent %d, want %d", got, tc.spent)
+			}
+		})
+	}
+}
+
+// TestLogBudgetReadsGivingUpLeakNothing: reads that give up while they
+// wait, some just as their turn comes, leave no room reserved and no read
+// counted as running: a read of unknown size, which waits for every other
+// to end, still starts after them, and the budget counts the bytes of
+// exactly the reads that ran.
+func TestLogBudgetReadsGivingUpLeakNothing(t *testing.T) {
+	for round := range 20 {
+		b := readmodel.NewLogBudget(1 << 40) // never spent: a read only waits
+		var (
+			wg    sync.WaitGroup
+			bytes atomic.Int64
+		)
+		rng := rand.New(rand.NewPCG(uint64(round), 2))
+		for range 200 {
+			size := readmodel.Unsized
+			if rng.IntN(8) > 0 {
+				size = 1 + rng.Int64N(1<<38)
+			}
+			wait := time.Duration(rng.Int64N(int64(300 * time.Microsecond)))
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(t.Context(), wait)
+				defer cancel()
+				_, err := b.Read(ctx, size, func() (int64, error) {
+					time.Sleep(50 * time.Microsecond)
+					bytes.Add(1)
+					return 1, nil
+				})
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := readmodel.LogBudgetWaiting(b); n != 0 {
+			t.Fatalf("round %d: %d reads still wait after all returned", round, n)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ok, err := b.Read(ctx, readmodel.Unsized, func() (int64, error) { bytes.Add(1); return 1, nil })
+		cancel()
+		if !ok || err != nil {
+			t.Fatalf("round %d: a read alone after the others: ok %v, %v", round, ok, err)
+		}
+		if got, want := b.Spent(), bytes.Load(); got != want {
+			t.Fatalf("round %d: spent %d, want the %d bytes read", round, got, want)
+		}
+	}
+}
+
+// TestLogBudgetReadThatPanicsGivesBackItsRoom: a read that panics ends as
+// one that returned does: the read waiting for its room starts.
+func TestLogBudgetReadThatPanicsGivesBackItsRoom(t *testing.T) {
+	b := readmodel.NewLogBudget(100)
+	inside, panicNow := make(chan struct{}), make(chan struct{})
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		_, _ = b.Read(t.Context(), 60, func() (int64, error) {
+			close(inside)
+			<-panicNow
+			panic("read failed")
+		})
+	}()
+	<-inside
+	next := startRead(t.Context(), b, 60)
+	waitFor(t, "the second read waits", func() bool { return readmodel.LogBudgetWaiting(b) == 1 }, next)
+	close(panicNow)
+	if p := <-panicked; p != "read failed" {
+		t.Fatalf("recovered %v", p)
+	}
+	select {
+	case <-next.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read waiting did not start after the running one panicked")
+	}
+	next.end <- 60
+	if err := <-next.done; err != nil {
+		t.Fatal(err)
+	}
+	if b.Spent() != 60 {
+		t.Errorf("spent %d, want 60", b.Spent())
 	}
 }
