@@ -105,6 +105,28 @@ func waitAgent(t *testing.T, r *harness.Relay, token, id string, want bool) {
 	})
 }
 
+// waitSessionsEnded polls the account's events until the log holds an
+// agent session of Endpoint id, and an end for every one that started.
+// agentConnected turns false as the relay drops a session, before it
+// appends the session's end; the events are read through the views, in
+// the transaction that applies the end to the sessions an explanation
+// reads.
+func waitSessionsEnded(t *testing.T, r *harness.Relay, token, id string) {
+	t.Helper()
+	harness.Eventually(t, 15*time.Second, "the log to hold the end of every agent session of "+id, func() bool {
+		started, ended := 0, 0
+		for _, typ := range streamTypes(logEvents(t, r, token), "agent-"+id) {
+			switch typ {
+			case "agent.connected.v1":
+				started++
+			case "agent.disconnected.v1":
+				ended++
+			}
+		}
+		return started > 0 && ended == started
+	})
+}
+
 // startAgentFor runs a real agent for an Endpoint and waits until the relay
 // counts it as connected.
 func startAgentFor(t *testing.T, r *harness.Relay, token, endpointID, target string) *harness.Agent {

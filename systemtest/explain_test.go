@@ -196,23 +196,17 @@ func TestExplainTheRelaysOwnAnswers(t *testing.T) {
 			[]string{"agent reported invalid status 42"})
 
 		// The agent's socket closes: its session ends, and a request
-		// after it names that session.
+		// after it names that session. The relay drops the session before
+		// it appends the end: a request in between finds no agent while
+		// the log shows the session open, and is explained so for good
+		// (the end comes after its 503). So the request waits for the end.
 		agent.Close()
 		waitAgent(t, r, acct.Token, ep.ID, false)
+		waitSessionsEnded(t, r, acct.Token, ep.ID)
 		if resp := send(t, r, ep.ID, "POST", "/gone", nil, nil); resp.Status != 503 {
 			t.Fatalf("no agent: answered %d", resp.Status)
 		}
 		d = deliveryAt(t, r, acct.Token, ep.ID, "/gone")
-		// The session's end is appended as the socket closes, beside the
-		// request that found no agent: until the log holds it, the
-		// explanation says the log shows the session as not yet ended.
-		harness.Eventually(t, 15*time.Second, "the log to hold the session's end", func() bool {
-			var out struct {
-				Delivery struct{ Why struct{ Summary string } }
-			}
-			r.MustGraphQL(t, acct.Token, `query($id: ID!){ delivery(id: $id){ why{ summary } } }`, map[string]any{"id": d.ID}, &out)
-			return strings.Contains(out.Delivery.Why.Summary, "(agent disconnected)")
-		})
 		explained(t, r, acct.Token, d.ID, 503, []string{"Answered 503 by the relay", "no agent was connected to the Endpoint; its last agent session on node ",
 			"(agent disconnected)"}, []string{"ended: agent disconnected."})
 	})
@@ -261,6 +255,9 @@ func TestExplainTheRelaysOwnAnswers(t *testing.T) {
 		}
 		d := deliveryAt(t, r, acct.Token, ep.ID, "/cut")
 		cut = d.ID
+		// The forward fails as the session is dropped, before its end is
+		// appended; the explanation tells of the end once the log holds it.
+		waitSessionsEnded(t, r, acct.Token, ep.ID)
 		explained(t, r, acct.Token, d.ID, 503, []string{"Answered 503 by the relay", "the agent on node ", "that had taken the forward (attempt 1) disconnected before the local answer came"},
 			[]string{"ended: agent disconnected."})
 		waitAgent(t, r, acct.Token, ep.ID, false)
