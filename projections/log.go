@@ -19,9 +19,14 @@ import (
 // positions need not be contiguous, nor unique per event, on all of them).
 
 // maxResponseSpan bounds how far after a delivery's DeliveryReceived its
-// latest ForwardResponded may be for one stream read to fetch both: the
-// events between them (attempts, answers) are small and read along.
-const maxResponseSpan = 16
+// latest ForwardResponded may be for one stream read to fetch both: only
+// the next event. Events between them are not read along: among them may
+// be retries' edits, up to --max-body each, which the stored bytes a read
+// reserves of the answer's log budget do not count (a span of 16 read 8
+// such deliveries' 2.8 MB of edits each for their 2-byte requests and
+// answers, and had to run alone to stay within the budget); the answer
+// further on is a read of its own.
+const maxResponseSpan = 2
 
 // logReaders bounds the concurrent stream reads of one page of history.
 const logReaders = 4
@@ -65,15 +70,15 @@ type deliveryRefs struct {
 	response *logEventRef
 	// stored is the bytes of the delivery's request and answers in the log
 	// (deliveries.stored_bytes): the most its events read by fillFromLog
-	// hold, but for the small ones between them (logReadSlack).
+	// hold, but for a small one (logReadSlack).
 	stored int64
 }
 
 // logReadSlack is what a read of a delivery's events reserves of the
 // answer's log budget beside the bytes the views count of them
-// (deliveries.stored_bytes: its request and its answers): the events read
-// along that they do not count, the attempts' requests and failures and
-// the relay's answers, small.
+// (deliveries.stored_bytes: its request and its answers): a latest
+// answer that they do not count, an attempt's failure or the relay's own
+// answer, small.
 const logReadSlack = 64 << 10
 
 // logReadSize is what a read of at most stored bytes the views count
@@ -99,19 +104,13 @@ func logReadSize(stored int64) int64 {
 // budget is spent: a request alone is up to --max-body, and aliases of
 // delivery(id){ headers } each read one. It reserves the bytes the views
 // count of the delivery (deliveryRefs.stored), so that the reads of a page
-// run at once while their sizes fit in the budget. A read that takes the
-// events between the request and the answer along (responseSpan) reserves
-// nothing and runs alone: among them may be retries' edits, up to
-// --max-body each, which the stored bytes do not count.
+// run at once while their sizes fit in the budget: it reads the request
+// and the answer and nothing between them (maxResponseSpan).
 func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deliveryRefs) error {
 	if !readmodel.WantsResponse(ctx) {
 		r.response = nil
 	}
-	size := logReadSize(r.stored)
-	if responseSpan(r) > 2 {
-		size = readmodel.Unsized
-	}
-	ok, err := readmodel.LogBudgetOf(ctx).Read(ctx, size, func() (int64, error) { return v.readPayload(ctx, d, r) })
+	ok, err := readmodel.LogBudgetOf(ctx).Read(ctx, logReadSize(r.stored), func() (int64, error) { return v.readPayload(ctx, d, r) })
 	if err == nil && !ok {
 		err = readmodel.ErrLogBudget
 	}
@@ -119,8 +118,8 @@ func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deli
 }
 
 // responseSpan is how many events from the request on one read of the
-// delivery's stream takes: the request alone, or through its latest answer
-// when that is near enough after it (maxResponseSpan).
+// delivery's stream takes: the request alone, or with its latest answer
+// when that follows it at once (maxResponseSpan).
 func responseSpan(r deliveryRefs) int {
 	if resp := r.response; resp != nil && resp.stream == r.request.stream &&
 		resp.revision > r.request.revision && resp.revision-r.request.revision < maxResponseSpan {
