@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -29,7 +31,8 @@ type Connection struct {
 	Server, Token string
 	TokenFlag     bool // the token was given on the command line
 	CAFile        string
-	TLS           *tls.Config // from CAFile; nil: the system's roots
+	TLS           *tls.Config  // from CAFile; nil: the system's roots
+	hc            *http.Client // Client's, for TLS
 	// ServerFrom and TokenFrom say where Resolve found Server and Token
 	// (relay whoami prints them): "--server"/"--token", "RELAY_SERVER"/
 	// "RELAY_TOKEN", the path of the config file relay login wrote, or
@@ -52,10 +55,24 @@ func (c *Connection) LoadTLS() (err error) {
 	return nil
 }
 
-// Client calls the relay with token ("" for no account).
+// Client calls the relay with token ("" for no account). What it decodes
+// of an answer is bounded by MaxAnswerObjects and MaxAnswerValues.
 func (c *Connection) Client(token string) *apiclient.Client {
-	return &apiclient.Client{Server: c.Server, Token: token, TLS: c.TLS}
+	hc := countedHTTP
+	if c.TLS != nil {
+		if c.hc == nil {
+			t := http.DefaultTransport.(*http.Transport).Clone()
+			t.TLSClientConfig = c.TLS
+			c.hc = &http.Client{Timeout: countedHTTP.Timeout, Transport: countedAnswers{base: t}}
+		}
+		hc = c.hc
+	}
+	return &apiclient.Client{Server: c.Server, Token: token, TLS: c.TLS, HTTP: hc}
 }
+
+// countedHTTP is apiclient's default client (two minutes for an answer)
+// with its answers counted (countedAnswers).
+var countedHTTP = &http.Client{Timeout: 2 * time.Minute, Transport: countedAnswers{base: http.DefaultTransport}}
 
 // Resolve fills what flags and environment left unset from the stored
 // config: flag > env > config file > default. The stored token is used
@@ -153,7 +170,7 @@ func (c *Connection) LoggedIn(fs *pflag.FlagSet, env func(string) string) (*apic
 
 // CallGraphQL posts one GraphQL operation to the relay at server.
 func CallGraphQL(ctx context.Context, server, token, query string, vars map[string]any, out any) error {
-	return apiclient.New(server, token).Do(ctx, query, vars, out)
+	return (&apiclient.Client{Server: server, Token: token, HTTP: countedHTTP}).Do(ctx, query, vars, out)
 }
 
 // AdminRefused is err of a call made with the operator's --admin-token:

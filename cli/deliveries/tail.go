@@ -66,6 +66,9 @@ from the last delivery seen, so none is missed.`,
 				started := time.Now()
 				err := client.Subscribe(ctx, q, map[string]any{"a": address, "s": since}, func(data json.RawMessage) error {
 					var res struct{ Deliveries apiDeliveryRow }
+					if err := cmdutil.CheckMessage(data); err != nil {
+						return fmt.Errorf("decode delivery: %w", err)
+					}
 					if err := json.Unmarshal(data, &res); err != nil {
 						return fmt.Errorf("decode delivery: %w", err)
 					}
