@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/evidence"
 )
 
@@ -69,6 +70,11 @@ func TestBlankReadsABoundedPrefix(t *testing.T) {
 	var le *evidence.LimitError
 	if !errors.As(err, &le) || le.Line != 1 || !strings.Contains(err.Error(), path+" line 1") {
 		t.Errorf("verify of a line of %d spaces = %v, want it refused as line 1 over the limit", evidence.MaxExportLine+1, err)
+	}
+	// A folder is refused as a usage error naming it.
+	err = verifyExport(context.Background(), dir, evidence.Options{}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), dir+" is a folder") || cmdutil.ExitCode(err) != cmdutil.ExitRefused {
+		t.Errorf("verify of a folder = %v, want a usage error naming it", err)
 	}
 	// Blank files stay empty ones.
 	for _, s := range []string{"", "\n", " \n\t\r\n"} {

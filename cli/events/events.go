@@ -260,6 +260,11 @@ newer than the last checkpoint cannot be proved until the next one (--checkpoint
 // verifyExport verifies an export file, of a log with one chain or with a
 // chain per stream.
 func verifyExport(ctx context.Context, path string, opts evidence.Options, w io.Writer) error {
+	// A folder is a command line to correct too: most likely the data
+	// folder, which --data names.
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return cmdutil.Usage(fmt.Errorf("%s is a folder, not an export file: give the file relay events export wrote, or --data %s if it is the folder relay serve keeps its data in", path, path))
+	}
 	perStream, err := evidence.IsStreamExport(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A file name mistyped is a command line to correct (exit 2), not a
