@@ -2,6 +2,7 @@ package replay
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -34,5 +35,17 @@ func TestParseTarget(t *testing.T) {
 		if err != nil || got.host != tt.host || got.addr != tt.addr || got.prefix != tt.prefix || got.tls != tt.tls {
 			t.Errorf("ParseTarget(%q) = %+v, %v", tt.in, got, err)
 		}
+	}
+}
+
+// TestReplayRefusesAFolder: a folder given as the bundle is refused as
+// input (exit 2) naming it, before anything is read or sent; it was read
+// and failed with exit 1.
+func TestReplayRefusesAFolder(t *testing.T) {
+	dir := t.TempDir()
+	err := Replayer{}.Run(t.Context(), dir, nil)
+	var ie *InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), dir+" is a folder") {
+		t.Errorf("Run(a folder) = %v, want an input error naming it", err)
 	}
 }

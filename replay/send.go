@@ -22,6 +22,9 @@ func eachBundleRequest(path string, fn func(bundle.Request) error) error {
 		return inputError(fmt.Errorf("replay: %w", err))
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return inputError(fmt.Errorf("replay: %s is a folder, not a bundle: give the file relay deliveries export --format bundle wrote", path))
+	}
 	br, err := bundle.NewReader(f)
 	if err != nil {
 		return bundleError(path, err)
