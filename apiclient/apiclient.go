@@ -77,15 +77,35 @@ type wireError struct {
 	Extensions map[string]json.RawMessage
 }
 
-// maxExtension bounds an extension's value that err decodes: the relay's
-// are a code, a field's name and a number of seconds.
-const maxExtension = 1 << 10
+// maxExtension bounds an extension's value that err decodes, and
+// maxExtensions how many it decodes: the relay's are a code, a field's
+// name and a number of seconds. A value decoded into any costs many
+// times its text ("0," is a 16-byte interface), and an answer may hold
+// thousands of extensions.
+const (
+	maxExtension  = 1 << 10
+	maxExtensions = 16
+)
 
-// err is the error e tells of, with its extensions of at most
-// maxExtension bytes each (others are left out).
+// err is the error e tells of, with its code and at most maxExtensions
+// other extensions of at most maxExtension bytes each (others are left
+// out).
 func (e wireError) err() *Error {
 	out := &Error{Message: e.Message}
-	for name, raw := range e.Extensions {
+	names := make([]string, 0, maxExtensions)
+	if _, ok := e.Extensions["code"]; ok {
+		names = append(names, "code")
+	}
+	for name := range e.Extensions {
+		if len(names) == maxExtensions {
+			break
+		}
+		if name != "code" {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		raw := e.Extensions[name]
 		if len(raw) > maxExtension {
 			continue
 		}
@@ -234,13 +254,24 @@ func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out 
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "application/json" && ct != "application/graphql-response+json" {
 		return notRelay(fmt.Sprintf("content type %q", resp.Header.Get("Content-Type")))
 	}
-	var res struct {
-		Data   json.RawMessage
-		Errors []wireError
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&res); err != nil {
+	// The answer is read whole, weighed for what it decodes into
+	// (CheckDecode), then decoded; its data is decoded in place, not
+	// copied.
+	answer, err := readAnswer(resp.Body, resp.ContentLength)
+	if err != nil {
 		return notRelay("not a GraphQL response: " + err.Error())
 	}
+	var res struct {
+		Data   []byte `json:"-"` // dataOf's
+		Errors []wireError
+	}
+	if err := CheckDecode(answer, &res); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	if err := json.Unmarshal(answer, &res); err != nil {
+		return notRelay("not a GraphQL response: " + err.Error())
+	}
+	res.Data = dataOf(answer)
 	if len(res.Errors) > 0 {
 		e := res.Errors[0].err()
 		e.Server = c.Server
@@ -252,10 +283,50 @@ func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out 
 	if out == nil {
 		return nil
 	}
+	if err := CheckDecode(res.Data, out); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
 	if err := json.Unmarshal(res.Data, out); err != nil {
 		return fmt.Errorf("decode answer: %w", err)
 	}
 	return nil
+}
+
+// readAnswer reads an answer's body up to maxAnswer bytes: into one buffer
+// of its length when the relay gave it, else in pieces of up to 1 MiB
+// joined once, so that no buffer grows by copying (a doubling buffer held
+// up to twice the answer beside the copies it left).
+func readAnswer(body io.Reader, length int64) ([]byte, error) {
+	r := io.LimitReader(body, maxAnswer)
+	if length >= 0 && length <= maxAnswer {
+		b := make([]byte, length)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, fmt.Errorf("read answer: %w", err)
+		}
+		return b, nil
+	}
+	var pieces [][]byte
+	total, size := 0, 4<<10
+	for {
+		p := make([]byte, size)
+		n, err := io.ReadFull(r, p)
+		pieces, total = append(pieces, p[:n]), total+n
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read answer: %w", err)
+		}
+		size = min(2*size, 1<<20)
+	}
+	if len(pieces) == 1 {
+		return pieces[0], nil
+	}
+	b := make([]byte, 0, total)
+	for _, p := range pieces {
+		b = append(b, p...)
+	}
+	return b, nil
 }
 
 // httpClient is HTTP, else a bounded client trusting TLS's roots.

@@ -140,6 +140,9 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 				Data   json.RawMessage
 				Errors []wireError
 			}
+			if err := CheckDecode(m.Payload, &res); err != nil {
+				return fmt.Errorf("decode subscription result: %w", err)
+			}
 			if err := json.Unmarshal(m.Payload, &res); err != nil {
 				return fmt.Errorf("decode subscription result: %w", err)
 			}
@@ -151,7 +154,7 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 			}
 		case gqlws.Error:
 			var errs []wireError
-			if json.Unmarshal(m.Payload, &errs) != nil || len(errs) == 0 {
+			if CheckDecode(m.Payload, &errs) != nil || json.Unmarshal(m.Payload, &errs) != nil || len(errs) == 0 {
 				return fmt.Errorf("subscription error: %s", termtext.Safe(string(m.Payload[:min(len(m.Payload), 200)]), false))
 			}
 			return errs[0].err()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/deliveryjson"
 )
 
@@ -116,5 +117,30 @@ func TestAnswersAreCountedBeforeTheyAreDecoded(t *testing.T) {
 	}
 	if err := CheckMessage([]byte(`{"a":"b\"c","d":[1,true,null,{"e":"\\"}]}`)); err != nil {
 		t.Errorf("CheckMessage of a small message = %v", err)
+	}
+}
+
+// TestAnswersUnderTheCountsAreWeighed: an answer within the counts above
+// is still weighed by what it decodes into (apiclient.CheckDecode): 1 048 560
+// empty attempts, 3 MiB, decoded into 152-byte structs, 904.7 MiB
+// allocated and 178.9 MiB held, and are now refused.
+func TestAnswersUnderTheCountsAreWeighed(t *testing.T) {
+	conn := answering(t, repeated(`{"data":{"delivery":{"attempts":[`, "{}", MaxAnswerObjects-16, `]}}}`))
+	var res struct {
+		Delivery struct{ Attempts []deliveryjson.Attempt }
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	err := conn.Client("t").Do(context.Background(), "{ delivery }", nil, &res)
+	runtime.ReadMemStats(&after)
+	grew := float64(after.TotalAlloc-before.TotalAlloc) / (1 << 20)
+	t.Logf("%v; allocated %.1f MiB", err, grew)
+	var tooLarge *apiclient.DecodeTooLargeError
+	if !errors.As(err, &tooLarge) {
+		t.Errorf("Do = %v, want the answer refused for what it decodes into", err)
+	}
+	if grew > 32 {
+		t.Errorf("refusing the answer allocated %.1f MiB, want at most 32", grew)
 	}
 }

@@ -56,7 +56,8 @@ func (c *Connection) LoadTLS() (err error) {
 }
 
 // Client calls the relay with token ("" for no account). What it decodes
-// of an answer is bounded by MaxAnswerObjects and MaxAnswerValues.
+// of an answer is bounded by MaxAnswerObjects and MaxAnswerValues, then
+// by what it weighs decoded (apiclient.CheckDecode).
 func (c *Connection) Client(token string) *apiclient.Client {
 	hc := countedHTTP
 	if c.TLS != nil {
