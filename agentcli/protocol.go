@@ -12,6 +12,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/agentwire"
+	"github.com/relayhq/relay/internal/binwire"
 )
 
 // forwardRequestsQuery names the agent's local target ($t, host:port) for
@@ -105,9 +106,43 @@ type wireHeader struct {
 	ValueBase64 *string `json:"valueBase64,omitempty"`
 }
 
+// MaxForwardHeaders bounds the header fields of a forward the agent takes
+// from the relay, on either path. A relay forwards at most the request's
+// header lines (ingress.MaxHeaderLines, 1 000), an edit's (100 set) and
+// the few it adds; the bound leaves eight times room. Without it a binary
+// frame of MaxRelayMessage bytes declared up to 11 M three-byte headers,
+// 32 bytes each decoded: 358 MiB allocated before the agent looked at
+// the request.
+const MaxForwardHeaders = 8 << 10
+
+// TooManyHeadersError is a forward with more header fields than
+// MaxForwardHeaders.
+type TooManyHeadersError struct{ Headers uint64 }
+
+func (e *TooManyHeadersError) Error() string {
+	return fmt.Sprintf("a forward of %d header fields, more than the %d the agent takes from a relay", e.Headers, MaxForwardHeaders)
+}
+
+// decodeForward decodes a forward frame whose count of headers is within
+// MaxForwardHeaders, read before anything is decoded.
+func decodeForward(frame []byte) (agentwire.Forward, error) {
+	r := binwire.NewReader(frame)
+	r.Expect(agentwire.KindForward)
+	for range 5 { // operation, attempt, delivery, method, target
+		r.Bytes()
+	}
+	if n := r.Uint(); n > MaxForwardHeaders {
+		return agentwire.Forward{}, fmt.Errorf("forward frame: %w", &TooManyHeadersError{Headers: n})
+	}
+	return agentwire.DecodeForward(frame)
+}
+
 // local is fr as the request to send to the local target, with the exact
 // bytes of its target and header values.
 func (fr forwardRequest) local() (localRequest, error) {
+	if len(fr.Headers) > MaxForwardHeaders {
+		return localRequest{}, &TooManyHeadersError{Headers: uint64(len(fr.Headers))}
+	}
 	path, err := exact(fr.Path, fr.PathBase64)
 	if err != nil {
 		return localRequest{}, fmt.Errorf("request target: %w", err)

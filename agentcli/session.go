@@ -308,9 +308,9 @@ func (s *session) describe(i int, r route) (*served, error) {
 		case m.ID != id:
 			continue
 		case m.Type == gqlws.Error:
-			var errs []gqlError
-			if err := json.Unmarshal(m.Payload, &errs); err != nil {
-				return nil, fmt.Errorf("endpoint query: %s", m.Payload)
+			errs, err := payloadErrors(m.Payload)
+			if err != nil {
+				return nil, fmt.Errorf("endpoint query: %w: %.200s", err, m.Payload)
 			}
 			return nil, gqlErrorsErr(errs, r.id)
 		case m.Type != gqlws.Next || m.next == nil:
@@ -397,9 +397,9 @@ func (s *session) subscriptionItem(m wsMessage, endpoint string) (forwardRequest
 	case gqlws.Complete:
 		return forwardRequest{}, errors.New("server ended the forwardRequests subscription")
 	case gqlws.Error:
-		var errs []gqlError
-		if err := json.Unmarshal(m.Payload, &errs); err != nil {
-			return forwardRequest{}, fmt.Errorf("subscription error: %s", m.Payload)
+		errs, err := payloadErrors(m.Payload)
+		if err != nil {
+			return forwardRequest{}, fmt.Errorf("subscription error: %w: %.200s", err, m.Payload)
 		}
 		return forwardRequest{}, gqlErrorsErr(errs, endpoint)
 	}
@@ -429,7 +429,7 @@ func (s *session) binaryFrame(ctx context.Context, m wsMessage) error {
 	frame := m.frame
 	switch agentwire.Kind(frame) {
 	case agentwire.KindForward:
-		f, err := agentwire.DecodeForward(frame)
+		f, err := decodeForward(frame)
 		if err != nil {
 			return err
 		}
@@ -564,9 +564,8 @@ func (s *session) finishOp(m wsMessage) {
 	case gqlws.Complete:
 		err = errors.New("completeForward ended without a result")
 	case gqlws.Error:
-		var errs []gqlError
-		if json.Unmarshal(m.Payload, &errs) != nil {
-			err = fmt.Errorf("completeForward: %s", m.Payload)
+		if errs, perr := payloadErrors(m.Payload); perr != nil {
+			err = fmt.Errorf("completeForward: %w: %.200s", perr, m.Payload)
 		} else {
 			err = completeErr(errs)
 		}
@@ -748,7 +747,18 @@ func (s *session) read() (wsMessage, error) {
 		}
 		return wsMessage{Type: binaryFrame, frame: data, reused: s.rbuf != nil}, nil
 	}
+	return decodeText(data)
+}
+
+// decodeText decodes a text message of the relay, weighed first by what
+// it decodes into (apiclient.CheckDecode): "{}" in a forward's list of
+// headers is 3 bytes of text and a 40-byte wireHeader, so a message of
+// MaxRelayMessage could have decoded into 440 MiB.
+func decodeText(data []byte) (wsMessage, error) {
 	var f nextFrame
+	if err := apiclient.CheckDecode(data, &f); err != nil {
+		return wsMessage{}, fmt.Errorf("decode message: %w", err)
+	}
 	if json.Unmarshal(data, &f) == nil && f.Type == gqlws.Next {
 		return wsMessage{ID: f.ID, Type: f.Type, next: &f.Payload}, nil
 	}
@@ -758,6 +768,19 @@ func (s *session) read() (wsMessage, error) {
 		return m, fmt.Errorf("decode message: %w", err)
 	}
 	return m, nil
+}
+
+// payloadErrors decodes the payload of an error message, weighed first
+// as decodeText weighs a message.
+func payloadErrors(payload []byte) ([]gqlError, error) {
+	var errs []gqlError
+	if err := apiclient.CheckDecode(payload, &errs); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(payload, &errs); err != nil {
+		return nil, err
+	}
+	return errs, nil
 }
 
 // maxReadBuffer bounds the read buffer a session keeps between messages:

@@ -43,7 +43,7 @@ type DecodeTooLargeError struct {
 }
 
 func (e *DecodeTooLargeError) Error() string {
-	return fmt.Sprintf("an answer of %d bytes that would decode into more than %d MiB (at most %d MiB plus 1.25 times its length), so it is not decoded",
+	return fmt.Sprintf("%d bytes of JSON that would decode into more than %d MiB (at most %d MiB plus 1.25 times their length), so they are not decoded",
 		e.Bytes, e.Budget>>20, DecodeFloor>>20)
 }
 

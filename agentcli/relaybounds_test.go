@@ -1,0 +1,129 @@
+package agentcli
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/agentwire"
+	"github.com/relayhq/relay/internal/binwire"
+)
+
+// forwardFrame is a forward frame declaring n headers, each the name "a"
+// and an empty value (three bytes), built without holding them decoded.
+func forwardFrame(n int) []byte {
+	w := binwire.Writer{B: make([]byte, 0, 64+3*n)}
+	w.Byte(agentwire.KindForward)
+	for _, s := range []string{"s0", "att-1", "dlv-1", "POST", "/"} {
+		w.Str(s)
+	}
+	w.Uint(uint64(n))
+	for range n {
+		w.B = append(w.B, 1, 'a', 0)
+	}
+	w.Bytes(nil)
+	for _, s := range []string{"h", "https", "1.2.3.4"} {
+		w.Str(s)
+	}
+	return w.B
+}
+
+// TestForwardHeadersAreBounded: a forward frame of more than
+// MaxForwardHeaders headers is refused before it is decoded, naming the
+// count and the bound. Before, a frame of MaxRelayMessage declared 11 M
+// three-byte headers, each a 32-byte domain.Header decoded: about 390 MiB
+// allocated for 32 MiB read. A frame at the bound decodes; a relay forwards
+// at most ingress.MaxHeaderLines and an edit's headers.
+func TestForwardHeadersAreBounded(t *testing.T) {
+	if ingress.MaxHeaderLines+100+16 > MaxForwardHeaders {
+		t.Fatalf("MaxForwardHeaders %d is below what a relay forwards (%d lines, 100 set by an edit)", MaxForwardHeaders, ingress.MaxHeaderLines)
+	}
+	frame := forwardFrame((MaxRelayMessage - 64) / 3)
+	var err error
+	n := allocated(func() { _, err = decodeForward(frame) })
+	t.Logf("a %.1f MiB frame: %v; allocated %.1f MiB", float64(len(frame))/(1<<20), err, float64(n)/(1<<20))
+	var tooMany *TooManyHeadersError
+	if !errors.As(err, &tooMany) || !strings.Contains(err.Error(), "more than the 8192") {
+		t.Errorf("decodeForward = %v, want the frame refused for its headers", err)
+	}
+	if n > 1<<20 {
+		t.Errorf("refusing the frame allocated %.1f MiB, want at most 1", float64(n)/(1<<20))
+	}
+	f, err := decodeForward(forwardFrame(MaxForwardHeaders))
+	if err != nil || len(f.Headers) != MaxForwardHeaders || f.RemoteAddr != "1.2.3.4" {
+		t.Errorf("a frame of MaxForwardHeaders headers: %d decoded, %v", len(f.Headers), err)
+	}
+
+	// On plain GraphQL, the same bound before the request is sent on.
+	fr := forwardRequest{Method: "POST", Path: "/", Headers: make([]wireHeader, MaxForwardHeaders+1)}
+	if _, err := fr.local(); !errors.As(err, &tooMany) {
+		t.Errorf("local() of %d headers = %v, want refused", MaxForwardHeaders+1, err)
+	}
+	fr.Headers = fr.Headers[:MaxForwardHeaders]
+	for i := range fr.Headers {
+		fr.Headers[i].Name = "a"
+	}
+	if req, err := fr.local(); err != nil || len(req.Headers) != MaxForwardHeaders {
+		t.Errorf("local() of %d headers = %v", MaxForwardHeaders, err)
+	}
+}
+
+// repeated is prefix, n copies of elem separated by commas, and suffix.
+func repeated(prefix, elem string, n int, suffix string) []byte {
+	var b bytes.Buffer
+	b.Grow(len(prefix) + n*(len(elem)+1) + len(suffix))
+	b.WriteString(prefix)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(elem)
+	}
+	b.WriteString(suffix)
+	return b.Bytes()
+}
+
+// TestTextMessagesAreWeighed: a text message of the relay is weighed by
+// what it decodes into before it is decoded (apiclient.CheckDecode), as is
+// the payload of an error message. Before, 8 MiB of empty headers in a
+// forward (40-byte wireHeaders) or of empty errors (40-byte gqlErrors)
+// were decoded: a MaxRelayMessage of them four times as much.
+func TestTextMessagesAreWeighed(t *testing.T) {
+	const n = 8 << 20 / 3
+	forward := repeated(`{"id":"s0","type":"next","payload":{"data":{"forwardRequests":{"attemptId":"att-1","headers":[`, "{}", n, `]}}}}`)
+	var err error
+	a := allocated(func() { _, err = decodeText(forward) })
+	t.Logf("a %.1f MiB forward of empty headers: %v; allocated %.1f MiB", float64(len(forward))/(1<<20), err, float64(a)/(1<<20))
+	var tooLarge *apiclient.DecodeTooLargeError
+	if !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "decode message: ") {
+		t.Errorf("decodeText = %v, want the message refused as too large decoded", err)
+	}
+	if a > 1<<20 {
+		t.Errorf("refusing the message allocated %.1f MiB, want at most 1", float64(a)/(1<<20))
+	}
+
+	errs := repeated(`[`, "{}", n, `]`)
+	a = allocated(func() { _, err = payloadErrors(errs) })
+	t.Logf("a %.1f MiB list of empty errors: %v; allocated %.1f MiB", float64(len(errs))/(1<<20), err, float64(a)/(1<<20))
+	if !errors.As(err, &tooLarge) {
+		t.Errorf("payloadErrors = %v, want the payload refused as too large decoded", err)
+	}
+	if a > 1<<20 {
+		t.Errorf("refusing the payload allocated %.1f MiB, want at most 1", float64(a)/(1<<20))
+	}
+
+	// What a relay sends still decodes: a forward of a 16 MiB body in
+	// base64 and 1 000 headers.
+	body := strings.Repeat("QUJD", 16<<20/3)
+	headers := string(repeated(``, `{"name":"X-Header","value":"some value of a header","valueBase64":null}`, 1000, ``))
+	m, err := decodeText([]byte(`{"id":"s0","type":"next","payload":{"data":{"forwardRequests":{"attemptId":"att-1","headers":[` + headers + `],"bodyBase64":"` + body + `"}}}}`))
+	if err != nil || m.next == nil || len(m.next.Data.ForwardRequests.Headers) != 1000 || len(m.next.Data.ForwardRequests.BodyBase64) != len(body) {
+		t.Errorf("a forward of a 16 MiB body and 1 000 headers: %v", err)
+	}
+	if errs, err := payloadErrors([]byte(`[{"message":"m","extensions":{"code":"NOT_FOUND"}}]`)); err != nil || errs[0].Extensions.Code != "NOT_FOUND" {
+		t.Errorf("payloadErrors of one error = %v, %v", errs, err)
+	}
+}
