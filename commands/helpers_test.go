@@ -12,8 +12,8 @@ import (
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/projections"
-	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/readmodel"
+	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
 )
 
