@@ -1,10 +1,17 @@
 package agentcli
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"errors"
+	"net"
+	"net/http"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/ingress"
@@ -125,5 +132,67 @@ func TestTextMessagesAreWeighed(t *testing.T) {
 	}
 	if errs, err := payloadErrors([]byte(`[{"message":"m","extensions":{"code":"NOT_FOUND"}}]`)); err != nil || errs[0].Extensions.Code != "NOT_FOUND" {
 		t.Errorf("payloadErrors of one error = %v, %v", errs, err)
+	}
+}
+
+// TestAgentBoundsTheHandshake: the relay's answer to the agent's WebSocket
+// upgrade is read up to apiclient.MaxHandshake; past it the dial fails and
+// the agent dials again. Before, http.ReadResponse kept header lines
+// without end, for as long as the handshake's timeout.
+func TestAgentBoundsTheHandshake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var wrote, accepts atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepts.Add(1)
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				_, _ = c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"))
+				line := []byte(strings.Repeat("X-A: a\r\n", 8<<10))
+				for range (64 << 20) / len(line) {
+					if _, err := c.Write(line); err != nil {
+						return
+					}
+					wrote.Add(int64(len(line)))
+				}
+				time.Sleep(30 * time.Second)
+			}()
+		}
+	}()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		_ = Serve(ctx, Options{Server: "http://" + ln.Addr().String(), Token: "t", Observer: &recordingObserver{forwards: make(chan ForwardEvent, 4)},
+			Endpoints: []Route{{EndpointID: "ep-1", Target: "127.0.0.1:1"}}})
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for accepts.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.ReadMemStats(&after)
+	n := float64(after.TotalAlloc-before.TotalAlloc) / (1 << 20)
+	t.Logf("%d dials; the relay wrote %.1f MiB of handshake; allocated %.1f MiB", accepts.Load(), float64(wrote.Load())/(1<<20), n)
+	if accepts.Load() < 2 {
+		t.Errorf("the agent did not dial again within 20 s: it went on reading the handshake (%.1f MiB written)", float64(wrote.Load())/(1<<20))
+	}
+	if wrote.Load() > 24<<20 {
+		t.Errorf("the relay wrote %.1f MiB of handshake, want the agent to stop reading past 1 MiB", float64(wrote.Load())/(1<<20))
+	}
+	if n > 48 {
+		t.Errorf("two handshakes allocated %.1f MiB, want at most 48", n)
 	}
 }

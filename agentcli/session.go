@@ -127,6 +127,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		protocols = []string{gqlws.Subprotocol}
 	}
 	var corked *cork.Conn
+	var hs *apiclient.HandshakeConn
 	dialer := websocket.Dialer{
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: a.readTimeout,
@@ -138,11 +139,15 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 			if err != nil {
 				return nil, err
 			}
-			corked = cork.New(c)
+			hs = apiclient.LimitHandshake(c)
+			corked = cork.New(hs)
 			return corked, nil
 		},
 	}
 	conn, resp, err := dialer.DialContext(ctx, a.wsURL, nil)
+	if hs != nil {
+		hs.Upgraded()
+	}
 	if err != nil {
 		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 			return false, &RefusedError{reason: fmt.Sprintf("%s (check --token)", resp.Status)}

@@ -59,8 +59,20 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	dialer := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: subscribeSilence, Subprotocols: []string{gqlws.Subprotocol}, TLSClientConfig: c.TLS}
+	var hs *HandshakeConn
+	dialer := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: subscribeSilence, Subprotocols: []string{gqlws.Subprotocol}, TLSClientConfig: c.TLS,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			nc, err := (&net.Dialer{Timeout: subscribeSilence, KeepAlive: 30 * time.Second}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			hs = LimitHandshake(nc)
+			return hs, nil
+		}}
 	conn, resp, err := dialer.DialContext(ctx, ws, nil)
+	if hs != nil {
+		hs.Upgraded()
+	}
 	if err != nil {
 		if resp != nil {
 			resp.Body.Close()
