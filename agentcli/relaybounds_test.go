@@ -5,13 +5,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/ingress"
@@ -194,5 +199,77 @@ func TestAgentBoundsTheHandshake(t *testing.T) {
 	}
 	if n > 48 {
 		t.Errorf("two handshakes allocated %.1f MiB, want at most 48", n)
+	}
+}
+
+// TestRequestsInFlightAreBounded: the requests the agent holds while their
+// forwards run are bounded by MaxBytesInFlight (lowered here to 8 MiB); a
+// forward past it is reported failed at once, naming the bound, and none
+// of it is held. Before, a relay's forwards to a local target that does not
+// answer were each held whole: 16 of 2 MiB held 32 MiB.
+func TestRequestsInFlightAreBounded(t *testing.T) {
+	defer func(n int64) { inFlightBytes = n }(inFlightBytes)
+	inFlightBytes = 8 << 20
+	release := make(chan struct{})
+	var got atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got.Add(1)
+		<-release
+	}))
+	defer target.Close()
+	defer close(release)
+	srv := newWSServerOf(t, agentwire.Subprotocol)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		_ = Serve(ctx, Options{Server: srv.url, Token: "t", Observer: &recordingObserver{forwards: make(chan ForwardEvent, 64)},
+			Endpoints: []Route{{EndpointID: "ep-1", Target: strings.TrimPrefix(target.URL, "http://")}}})
+	}()
+	p := srv.accept(t)
+	p.handshake("t", "ep-1")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const sent, size = 16, 2 << 20
+	for i := range sent {
+		frame := agentwire.AppendForward(nil, agentwire.Forward{Operation: subscriptionID(0), AttemptID: fmt.Sprintf("att-%d", i), DeliveryID: "del-1",
+			Method: "POST", Target: "/", Body: bytes.Repeat([]byte{'x'}, size), Host: "h", Scheme: "https"})
+		if err := p.conn.WriteMessage(websocket.BinaryMessage, frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The forwards past the bound are reported at once.
+	_ = p.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	refused := 0
+	for refused < sent-3 {
+		typ, data, err := p.conn.ReadMessage()
+		if err != nil {
+			t.Fatalf("%d refusals read: %v", refused, err)
+		}
+		if typ == websocket.TextMessage {
+			continue
+		}
+		c, err := agentwire.DecodeComplete(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(c.Error, "256 MiB of requests in flight") || c.Status != 0 {
+			t.Errorf("complete %s: status %d, error %q, want refused naming the bound", c.AttemptID, c.Status, c.Error)
+		}
+		refused++
+	}
+	for deadline := time.Now().Add(5 * time.Second); got.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / (1 << 20)
+	t.Logf("%d forwards of 2 MiB: %d run, %d refused; the heap holds %.1f MiB more", sent, got.Load(), refused, held)
+	if got.Load() != 3 {
+		t.Errorf("%d forwards reached the target, want 3 (8 MiB in flight)", got.Load())
+	}
+	if held > 16 {
+		t.Errorf("the agent holds %.1f MiB more with forwards in flight, want at most 16", held)
 	}
 }

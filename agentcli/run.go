@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // agent is a running Serve.
@@ -25,6 +27,10 @@ type agent struct {
 	writeTimeout time.Duration
 	backoffBase  time.Duration
 	backoffCap   time.Duration
+
+	// inFlight bounds the bytes of the requests the agent holds while
+	// their forwards run (inFlightBytes).
+	inFlight *semaphore.Weighted
 }
 
 func newAgent(o Options) (*agent, error) {
@@ -55,6 +61,7 @@ func newAgent(o Options) (*agent, error) {
 		writeTimeout: 10 * time.Second,
 		backoffBase:  500 * time.Millisecond,
 		backoffCap:   10 * time.Second,
+		inFlight:     semaphore.NewWeighted(inFlightBytes),
 	}, nil
 }
 

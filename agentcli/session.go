@@ -385,10 +385,7 @@ func (s *session) readLoop(ctx context.Context) error {
 				return err
 			}
 			req, reqErr := fr.local()
-			s.servedBy(sv)
-			s.workers.Go(func(wk *worker) {
-				s.handle(ctx, wk, sv, work{attemptID: fr.AttemptID, deliveryID: fr.DeliveryID, method: fr.Method, path: fr.Path, req: req, err: reqErr})
-			})
+			s.dispatch(ctx, sv, work{attemptID: fr.AttemptID, deliveryID: fr.DeliveryID, method: fr.Method, path: fr.Path, req: req, err: reqErr})
 		default:
 			return fmt.Errorf("unexpected message %q", m.Type)
 		}
@@ -418,6 +415,48 @@ func (s *session) subscriptionItem(m wsMessage, endpoint string) (forwardRequest
 		return forwardRequest{}, errors.New("decode forward request: next message without forwardRequests")
 	}
 	return *m.next.Data.ForwardRequests, nil
+}
+
+// MaxBytesInFlight bounds the bytes of the requests the agent holds while
+// their forwards run, bodies and headers: a relay sends forwards without
+// waiting for answers, each up to MaxRelayMessage, and a slow local target
+// kept every one of them. A forward past it is not run: the agent reports
+// it failed (ErrTooMuchInFlight) and holds none of it.
+const MaxBytesInFlight = 256 << 20
+
+// inFlightBytes is MaxBytesInFlight; tests lower it.
+var inFlightBytes int64 = MaxBytesInFlight
+
+// ErrTooMuchInFlight is the failure of a forward that would have taken the
+// requests in flight past MaxBytesInFlight.
+var ErrTooMuchInFlight = fmt.Errorf("the agent holds %d MiB of requests in flight already, its bound", MaxBytesInFlight>>20)
+
+// weight is what the agent holds of r while it runs.
+func (r localRequest) weight() int64 {
+	n := int64(len(r.Method) + len(r.Path) + len(r.Body) + 64)
+	for _, h := range r.Headers {
+		n += int64(len(h.Name) + len(h.Value) + 32)
+	}
+	return n
+}
+
+// dispatch runs w on a worker when its request fits what the agent holds
+// in flight; else it reports it failed without running it.
+func (s *session) dispatch(ctx context.Context, sv *served, w work) {
+	s.servedBy(sv)
+	weight := w.req.weight()
+	if w.err != nil || !s.a.inFlight.TryAcquire(weight) {
+		if w.err == nil {
+			w.err = ErrTooMuchInFlight
+		}
+		w.req, weight = localRequest{}, 0
+	}
+	s.workers.Go(func(wk *worker) {
+		s.handle(ctx, wk, sv, w)
+		if weight > 0 {
+			s.a.inFlight.Release(weight)
+		}
+	})
 }
 
 // work is one forward request as the agent runs it, from either path.
@@ -450,8 +489,7 @@ func (s *session) binaryFrame(ctx context.Context, m wsMessage) error {
 		w := work{attemptID: f.AttemptID, deliveryID: f.DeliveryID, method: f.Method, path: f.Target,
 			req: localRequest{Method: f.Method, Path: f.Target, Headers: f.Headers, Body: f.Body,
 				Origin: origin{Host: f.Host, Scheme: f.Scheme, Sender: f.RemoteAddr}}}
-		s.servedBy(sv)
-		s.workers.Go(func(wk *worker) { s.handle(ctx, wk, sv, w) })
+		s.dispatch(ctx, sv, w)
 	case agentwire.KindDone:
 		d, err := agentwire.DecodeDone(frame)
 		if err != nil {
@@ -483,7 +521,11 @@ func (s *session) handle(ctx context.Context, wk *worker, sv *served, w work) {
 		Copy: s.receivesCopies(sv)}
 	var res localResult
 	if w.err != nil {
-		res = localResult{Status: 502, Err: w.err, Failure: "the agent could not read the request"}
+		failure := "the agent could not read the request"
+		if errors.Is(w.err, ErrTooMuchInFlight) {
+			failure = "the agent holds as many requests as it takes already"
+		}
+		res = localResult{Status: 502, Err: w.err, Failure: failure}
 	} else {
 		ev.Path, ev.RequestHeaders, ev.RequestBody = w.req.Path, w.req.Headers, w.req.Body
 		res = sv.fwd.forward(ctx, w.req)
