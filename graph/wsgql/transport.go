@@ -435,28 +435,61 @@ func (c *conn) readMessage() (int, []byte, error) {
 	if err != nil {
 		return typ, nil, err
 	}
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(r, c.t.cfg.MaxMessage))
-	for err == nil && n == c.t.cfg.MaxMessage+c.reserved {
+	b, err := readReserved(r, c.t.cfg.MaxMessage, func() bool {
 		if !c.t.cfg.Budget.ReserveFor(c.clientKey, c.budgetKey, budgetChunk) {
-			c.releaseMessage()
-			return typ, nil, errBudgetFull
+			return false
 		}
 		c.reserved += budgetChunk
-		var more int64
-		more, err = buf.ReadFrom(io.LimitReader(r, budgetChunk))
-		n += more
-	}
+		return true
+	})
 	if err != nil {
 		c.releaseMessage()
 		return typ, nil, err // the reader's limit past the socket's, among others
 	}
 	// Keep what the message holds, no more.
-	if held := max(n-c.t.cfg.MaxMessage, 0); held < c.reserved {
+	if held := max(int64(len(b))-c.t.cfg.MaxMessage, 0); held < c.reserved {
 		c.t.cfg.Budget.ReleaseFor(c.clientKey, c.budgetKey, c.reserved-held)
 		c.reserved = held
 	}
-	return typ, buf.Bytes(), nil
+	return typ, b, nil
+}
+
+// readReserved reads r whole: up to free bytes as they come, then the rest
+// budgetChunk at a time, each chunk reserved first (reserve; errBudgetFull
+// when it has no room). The chunks are held apart and joined once at the
+// end, so that what a message held while it was read, for as long as its
+// sender takes, is what it reserved: grown as one buffer, its capacity
+// doubled past its bytes (a message of 9 MiB held 16 MiB). The join holds
+// both for the time of one copy.
+func readReserved(r io.Reader, free int64, reserve func() bool) ([]byte, error) {
+	var first bytes.Buffer
+	n, err := first.ReadFrom(io.LimitReader(r, free))
+	if err != nil || n < free {
+		return first.Bytes(), err
+	}
+	chunks := [][]byte{first.Bytes()}
+	for {
+		if !reserve() {
+			return nil, errBudgetFull
+		}
+		chunk := make([]byte, budgetChunk)
+		m, err := io.ReadFull(r, chunk)
+		if m > 0 {
+			chunks = append(chunks, chunk[:m])
+			n += int64(m)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := make([]byte, 0, n)
+	for _, c := range chunks {
+		out = append(out, c...)
+	}
+	return out, nil
 }
 
 // releaseMessage gives back what the message just handled holds of
