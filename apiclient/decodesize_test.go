@@ -185,7 +185,14 @@ func TestSubscribeWeighsAMessage(t *testing.T) {
 			defer c.Close()
 			msg := append(append([]byte(`{"type":"next","id":"1","payload":`), payload...), '}')
 			_ = c.WriteMessage(websocket.TextMessage, msg)
-			time.Sleep(time.Second)
+			// Read until the client leaves: closing with its messages
+			// unread would reset the connection under it.
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			for {
+				if _, _, err := c.ReadMessage(); err != nil {
+					return
+				}
+			}
 		}))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := New(srv.URL, "t").Subscribe(ctx, "subscription{ x }", nil, func(json.RawMessage) error { return nil })

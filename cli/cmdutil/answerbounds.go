@@ -12,7 +12,8 @@ import (
 // before anything is decoded: a decoded value costs far more than its
 // text (an empty object, 2 bytes, is a struct of up to 232 bytes in a
 // slice that doubles as it grows), so the 64 MiB apiclient reads of an
-// answer could decode into gigabytes.
+// answer could decode into gigabytes. What is within these counts is then
+// weighed by the type it decodes into (apiclient.CheckDecode).
 const (
 	// MaxAnswerObjects bounds the JSON objects of an answer: a delivery's
 	// request and response each hold at most 350 890 header fields (a
