@@ -223,6 +223,10 @@ func (s *sizer) object(t reflect.Type, depth int) {
 		}
 		kstart := s.i
 		n := s.str()
+		if s.done() { // the text ends in the key, or right after it
+			s.fail()
+			return
+		}
 		var next reflect.Type
 		switch {
 		case fields != nil:
