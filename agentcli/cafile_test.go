@@ -54,8 +54,10 @@ func TestCAFileIsBounded(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "--ca-file "+path) || !strings.Contains(err.Error(), "over 1 MiB") {
 				t.Errorf("error = %v, want --ca-file %s refused as over 1 MiB", err, path)
 			}
-			if n > 4<<20 {
-				t.Errorf("refusing the file allocated %.1f MiB, want at most 4", float64(n)/(1<<20))
+			// Reading the file whole allocated 67.6 MiB; -race doubles
+			// what reading to the bound allocates (4.3 MiB).
+			if n > 16<<20 {
+				t.Errorf("refusing the file allocated %.1f MiB, want at most 16", float64(n)/(1<<20))
 			}
 			t.Logf("refused having allocated %.1f MiB", float64(n)/(1<<20))
 		})

@@ -118,7 +118,9 @@ func TestLoadTLSBoundsTheCAFile(t *testing.T) {
 	if ExitCode(err) != ExitRefused {
 		t.Errorf("exit code %d, want %d", ExitCode(err), ExitRefused)
 	}
-	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
-		t.Errorf("refusing a 64 MiB file allocated %.1f MiB, want at most 4", float64(n)/(1<<20))
+	// Reading the file whole allocated 67.6 MiB; -race doubles what
+	// reading to the bound allocates (4.3 MiB).
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Errorf("refusing a 64 MiB file allocated %.1f MiB, want at most 16", float64(n)/(1<<20))
 	}
 }
