@@ -640,7 +640,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{"relay unreachable", h, []string{"endpoints", "list", "--server", closed, "--token", "t"}, 1, "cannot reach the relay at " + closed + " (connection refused): is `relay serve` running there?", "dial tcp"},
 		{"whoami, relay unreachable", h, []string{"whoami", "--server", closed, "--token", "t"}, 1, "relay: whoami: cannot reach the relay at " + closed + " (connection refused): is `relay serve` running there?", "dial tcp"},
 		// What a new user pastes or types after the README.
-		{"server given as the API's URL", h, []string{"endpoints", "list", "--server", loopback + "/graphql"}, 0, ep.ID, "405"},
+		{"server given as the API's URL", h, []string{"endpoints", "list", "--server", loopback + "/graphql"}, 0, ep.ID, "405 Method Not Allowed"},
 		{"server by another loopback name", h, []string{"endpoints", "list", "--server", "http://localhost:" + port}, 0, ep.ID, "no token"},
 		{"https to a plain relay", h, []string{"endpoints", "list", "--server", "https://127.0.0.1:" + port, "--token", "t"}, 2,
 			"the relay at https://127.0.0.1:" + port + " answers plain HTTP; use " + loopback, "server gave HTTP response"},
