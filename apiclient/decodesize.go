@@ -249,18 +249,8 @@ func (s *sizer) object(t reflect.Type, depth int) {
 		}
 		s.i++
 		s.value(next, depth+1)
-		s.ws()
-		if s.done() {
+		if !s.more('}') {
 			return
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return
-		default:
-			s.fail()
 		}
 	}
 }
@@ -289,20 +279,30 @@ func (s *sizer) array(t reflect.Type, depth int) {
 	for !s.done() {
 		s.add(each)
 		s.value(elem, depth+1)
-		s.ws()
-		if s.done() {
+		if !s.more(']') {
 			return
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return
-		default:
-			s.fail()
 		}
 	}
+}
+
+// more steps past what follows an object's or array's member: a comma
+// (true: another member follows) or its closing byte (false); anything
+// else ends the text.
+func (s *sizer) more(closing byte) bool {
+	s.ws()
+	if s.done() {
+		return false
+	}
+	switch s.data[s.i] {
+	case ',':
+		s.i++
+		return true
+	case closing:
+		s.i++
+	default:
+		s.fail()
+	}
+	return false
 }
 
 // key is the key that starts at start and ends at s.i, between its

@@ -128,16 +128,6 @@ func (c *jsonCounter) check() error {
 	return nil
 }
 
-// CheckMessage refuses a message (a subscription's) with more objects or
-// values than MaxAnswerObjects and MaxAnswerValues, before it is decoded.
-func CheckMessage(data []byte) error {
-	var c jsonCounter
-	if err := c.feed(data); err != nil {
-		return err
-	}
-	return c.end()
-}
-
 // countedBody is an answer's body read through a jsonCounter: a read
 // that passes a bound fails, so the answer is never decoded.
 type countedBody struct {

@@ -85,7 +85,7 @@ func TestAnswersAreCountedBeforeTheyAreDecoded(t *testing.T) {
 	// response's, each an object of three values, are within the bounds;
 	// an answer within them decodes.
 	const fields = 2 * 350_890
-	if err := CheckMessage(repeated(`{"data":{"delivery":{"attempts":[{"id":"a"}],"headers":[`, `{"name":"a","value":"","valueBase64":null}`, fields, `]}}}`)); err != nil {
+	if err := countAll(repeated(`{"data":{"delivery":{"attempts":[{"id":"a"}],"headers":[`, `{"name":"a","value":"","valueBase64":null}`, fields, `]}}}`)); err != nil {
 		t.Errorf("an answer of %d header fields: %v", fields, err)
 	}
 	conn := answering(t, repeated(`{"data":{"delivery":{"attempts":[{"id":"a"}],"headers":[`, `{"name":"a","value":"","valueBase64":null}`, 1000, `]}}}`))
@@ -107,15 +107,15 @@ func TestAnswersAreCountedBeforeTheyAreDecoded(t *testing.T) {
 		t.Errorf("over https: Do = %v, want the answer refused for its objects", err)
 	}
 
-	// A subscription's message is counted the same way.
+	// The counter on a whole text.
 	var tooLarge *AnswerTooLargeError
-	if err := CheckMessage(repeated(`{"deliveries":[`, "{}", MaxAnswerObjects+1, "]}")); !errors.As(err, &tooLarge) || tooLarge.What != "objects" {
+	if err := countAll(repeated(`{"deliveries":[`, "{}", MaxAnswerObjects+1, "]}")); !errors.As(err, &tooLarge) || tooLarge.What != "objects" {
 		t.Errorf("CheckMessage of %d objects = %v", MaxAnswerObjects+2, err)
 	}
-	if err := CheckMessage(repeated(`{"deliveries":[`, `"x"`, MaxAnswerValues, "]}")); !errors.As(err, &tooLarge) || tooLarge.What != "values" {
+	if err := countAll(repeated(`{"deliveries":[`, `"x"`, MaxAnswerValues, "]}")); !errors.As(err, &tooLarge) || tooLarge.What != "values" {
 		t.Errorf("CheckMessage of %d values = %v", MaxAnswerValues+2, err)
 	}
-	if err := CheckMessage([]byte(`{"a":"b\"c","d":[1,true,null,{"e":"\\"}]}`)); err != nil {
+	if err := countAll([]byte(`{"a":"b\"c","d":[1,true,null,{"e":"\\"}]}`)); err != nil {
 		t.Errorf("CheckMessage of a small message = %v", err)
 	}
 }
@@ -143,4 +143,13 @@ func TestAnswersUnderTheCountsAreWeighed(t *testing.T) {
 	if grew > 32 {
 		t.Errorf("refusing the answer allocated %.1f MiB, want at most 32", grew)
 	}
+}
+
+// countAll counts a whole text as countedBody counts an answer arriving.
+func countAll(data []byte) error {
+	var c jsonCounter
+	if err := c.feed(data); err != nil {
+		return err
+	}
+	return c.end()
 }

@@ -66,7 +66,8 @@ from the last delivery seen, so none is missed.`,
 				started := time.Now()
 				err := client.Subscribe(ctx, q, map[string]any{"a": address, "s": since}, func(data json.RawMessage) error {
 					var res struct{ Deliveries apiDeliveryRow }
-					if err := cmdutil.CheckMessage(data); err != nil {
+					// Weighed by the rows it decodes into, as Do weighs answers.
+					if err := apiclient.CheckDecode(data, &res); err != nil {
 						return fmt.Errorf("decode delivery: %w", err)
 					}
 					if err := json.Unmarshal(data, &res); err != nil {
