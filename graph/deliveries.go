@@ -22,14 +22,13 @@ import (
 
 // deliveryReader is how the field being resolved reads one delivery: with
 // what only the log holds when the query selects it (see wantsPayload), its
-// latest answer only when selected (payloadContext).
+// request and its latest answer each only when selected (payloadContext).
 func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, string) (readmodel.Delivery, error) {
 	if wantsPayload(ctx) {
-		response := readmodel.WantsResponse(payloadContext(ctx))
+		pctx := payloadContext(ctx)
+		request, response := readmodel.WantsRequest(pctx), readmodel.WantsResponse(pctx)
 		return func(ctx context.Context, id string) (readmodel.Delivery, error) {
-			if !response {
-				ctx = readmodel.WithoutResponse(ctx)
-			}
+			ctx = withPayloadParts(ctx, request, response)
 			d, err := r.Views.Delivery(ctx, id)
 			if err != nil {
 				return d, err
@@ -71,7 +70,11 @@ func (r *Resolver) history(ctx context.Context, address string, first int, after
 		// such page read its bodies, megabytes, to be refused after), and
 		// a page it admits is not refused half built for its fields.
 		var admitted int64
+		request := readmodel.WantsRequest(ctx)
 		p, err := r.Views.DeliveriesAdmitted(ctx, address, first, after, func(rows []readmodel.Delivery) error {
+			if !request {
+				return nil // no request body is read
+			}
 			admitted = r.storedBodies(rows)
 			if err := answersize.Charge(ctx, admitted); err != nil {
 				return err
@@ -134,7 +137,8 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 	}
 	read := r.deliveryReader(ctx)
 	payload := wantsPayload(ctx)
-	response := payload && readmodel.WantsResponse(payloadContext(ctx))
+	pctx := payloadContext(ctx)
+	request, response := payload && readmodel.WantsRequest(pctx), payload && readmodel.WantsResponse(pctx)
 	changes, stopWatch := r.Views.Watch(address)
 	stop := func() {
 		stopWatch()
@@ -187,7 +191,9 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 					wsgql.EndWith(ctx, r.presentError(ctx, ErrFellBehind))
 					return
 				}
-				live := func(ctx context.Context) (*model.Delivery, error) { return r.liveRow(ctx, ch, payload, response) }
+				live := func(ctx context.Context) (*model.Delivery, error) {
+					return r.liveRow(ctx, ch, payload, request, response)
+				}
 				if !r.sendDelivery(ctx, out, ch.DeliveryID, live) {
 					return
 				}
@@ -222,7 +228,8 @@ type liveRowKey struct {
 	id       string
 	position uint64
 	payload  bool
-	response bool // the latest answer read too (payloadContext)
+	request  bool // the request read (payloadContext)
+	response bool // the latest answer read (payloadContext)
 }
 
 // liveRow is the row a change of a delivery left, read once for every
@@ -230,17 +237,15 @@ type liveRowKey struct {
 // per subscription: one client's many subscriptions of an address would
 // otherwise turn each request into as many reads of the views' few
 // connections and of the log, and as many copies of its body.
-func (r *Resolver) liveRow(ctx context.Context, ch readmodel.Change, payload, response bool) (*model.Delivery, error) {
-	key := liveRowKey{id: ch.DeliveryID, position: ch.Position, payload: payload, response: response}
+func (r *Resolver) liveRow(ctx context.Context, ch readmodel.Change, payload, request, response bool) (*model.Delivery, error) {
+	key := liveRowKey{id: ch.DeliveryID, position: ch.Position, payload: payload, request: request, response: response}
 	m, err := r.liveRows.Get(ctx, key, func() (*model.Delivery, error) {
 		// The relay's own read, not the subscriber's: every subscription
 		// of the address waits for it, so it takes no one's share of the
 		// views' readers.
 		lctx, cancel := context.WithTimeout(readmodel.WithReader(context.WithoutCancel(ctx), ""), liveRowLoadTimeout)
 		defer cancel()
-		if !response {
-			lctx = readmodel.WithoutResponse(lctx)
-		}
+		lctx = withPayloadParts(lctx, request, response)
 		read := r.Views.DeliverySummary
 		if payload {
 			read = r.Views.Delivery

@@ -572,3 +572,126 @@ func TestReadsLeaveRetriesEditsOut(t *testing.T) {
 		t.Errorf("the page read %d bytes of the log, more than its %d deliveries' requests and answers (%d each)", read, deliveries, oneRead)
 	}
 }
+
+// TestReadsReserveWhatTheQuerySelects: a delivery read for its request
+// alone reserves of the answer's log budget its receipt's bytes, not its
+// answers', and one read for its latest answer alone reserves and reads
+// the answer, not the request. Under a 1 MiB budget, a page of the
+// request bodies of 8 deliveries whose answers are 4 MiB is answered whole
+// with its reads running at once, and a page of the answers of 8
+// deliveries whose requests are 4 MiB is answered whole. Before, each read
+// reserved the delivery's stored bytes: the first page's reads ran one at
+// a time, each alone, for bytes none of them read; the second's read the
+// requests along with the answers, and the page was refused past the
+// first read.
+func TestReadsReserveWhatTheQuerySelects(t *testing.T) {
+	const (
+		budget     = 1 << 20
+		deliveries = 8
+		large      = 4 << 20 // 5.6 MB in base64
+	)
+	// seed records deliveries <prefix><i>, each a request of request
+	// bytes of body answered once with answer bytes of body.
+	seed := func(t *testing.T, e *env, acct signedUpAccount, prefix string, request, answer int) {
+		t.Helper()
+		for i := range deliveries {
+			id := fmt.Sprintf("%s%d", prefix, i)
+			at := id + "-a0"
+			e.seed(t, domain.DeliveryStream(id), time.Now().Add(-time.Minute),
+				domain.DeliveryReceived{DeliveryID: id, Address: acct.endpoint, AddressKind: domain.AddressEndpoint, AccountID: acct.id,
+					Method: "POST", Target: "/hook", Host: acct.endpoint + ".localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
+					Body: bytes.Repeat([]byte{'q'}, request), BodySize: int64(request), Complete: true},
+				domain.ForwardRequested{DeliveryID: id, AttemptID: at, EndpointID: acct.endpoint},
+				domain.ForwardResponded{DeliveryID: id, AttemptID: at, Status: 200, Body: bytes.Repeat([]byte{'a'}, answer),
+					BodySize: int64(answer), Captured: true, DurationMs: 1})
+		}
+	}
+	// page posts a page of the endpoint's deliveries with fields, and
+	// returns its nodes, its errors and the bytes of the log it read.
+	page := func(t *testing.T, e *env, acct signedUpAccount, fields string) ([]any, []gqlError, int64) {
+		t.Helper()
+		var resp *client.Response
+		read := e.viewsReads.bytesDuring(func() {
+			var err error
+			resp, err = e.c.RawPost(fmt.Sprintf(`{ endpoint(id: "%s") { deliveries(first: %d) { nodes { id %s } } } }`,
+				acct.endpoint, deliveries, fields), acct.auth)
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+		var errs []gqlError
+		if len(resp.Errors) > 0 {
+			if err := json.Unmarshal(resp.Errors, &errs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nodes, _ := at(resp.Data, "endpoint", "deliveries", "nodes").([]any)
+		return nodes, errs, read
+	}
+
+	t.Run("request alone", func(t *testing.T) {
+		e := budgetEnv(t, budget)
+		acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000", responseCapture: true}`)
+		seed(t, e, acct, "q", 2, large)
+		readers := watchLogReaders(e.viewsReads, 2)
+		t.Cleanup(func() { e.viewsReads.reading.Store(nil) })
+		nodes, errs, read := page(t, e, acct, "body")
+		t.Logf("a page of %d request bodies of deliveries with %d-byte answers read %d bytes of the log (budget %d), %d reads at most at once",
+			deliveries, large, read, budget, readers.most.Load())
+		if len(errs) != 0 || len(nodes) != deliveries {
+			t.Fatalf("the page has %d deliveries, errors %+v", len(nodes), errs)
+		}
+		for i, n := range nodes {
+			if at(n, "body") != "qq" {
+				t.Errorf("delivery %d: body %v", i, at(n, "body"))
+			}
+		}
+		if read >= budget {
+			t.Errorf("the page read %d bytes of the log: the answers along", read)
+		}
+		if got := readers.most.Load(); got < 2 {
+			t.Errorf("the page's reads of the log ran %d at a time: each reserved its delivery's answers", got)
+		}
+	})
+
+	t.Run("answer alone", func(t *testing.T) {
+		e := budgetEnv(t, budget)
+		acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000", responseCapture: true}`)
+		seed(t, e, acct, "r", large, 2)
+		readers := watchLogReaders(e.viewsReads, 2)
+		t.Cleanup(func() { e.viewsReads.reading.Store(nil) })
+		nodes, errs, read := page(t, e, acct, "responseBody responseHeaders { name }")
+		t.Logf("a page of %d answers of deliveries with %d-byte requests read %d bytes of the log (budget %d), %d reads at most at once",
+			deliveries, large, read, budget, readers.most.Load())
+		if len(errs) != 0 || len(nodes) != deliveries {
+			t.Fatalf("the page has %d deliveries, errors %+v", len(nodes), errs)
+		}
+		for i, n := range nodes {
+			if at(n, "responseBody") != "aa" {
+				t.Errorf("delivery %d: responseBody %v", i, at(n, "responseBody"))
+			}
+		}
+		if read >= budget {
+			t.Errorf("the page read %d bytes of the log: the requests along", read)
+		}
+		if got := readers.most.Load(); got < 2 {
+			t.Errorf("the page's reads of the log ran %d at a time", got)
+		}
+	})
+
+	t.Run("both", func(t *testing.T) {
+		// Either large, both read: the budget holds the page to what it
+		// reserved, the first read alone and the rest refused.
+		e := budgetEnv(t, budget)
+		acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000", responseCapture: true}`)
+		seed(t, e, acct, "s", 2, large)
+		nodes, errs, read := page(t, e, acct, "body responseBody")
+		if len(nodes) == deliveries || len(errs) == 0 || errs[0].Extensions.Code != "ANSWER_TOO_LARGE" {
+			t.Errorf("a page of %d requests with their %d-byte answers under a budget of %d: %d deliveries, errors %+v",
+				deliveries, large, budget, len(nodes), errs)
+		}
+		if read > budget+large*2 {
+			t.Errorf("the page read %d bytes of the log, past its budget and one read", read)
+		}
+	})
+}

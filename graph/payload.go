@@ -24,16 +24,53 @@ var responseFields = map[string]bool{
 	"responseHeaders": true, "responseBody": true, "responseBodyBase64": true, "responseNotCaptured": true,
 }
 
+// requestFields are the Delivery fields of its recorded request (and
+// compare, which compares it), which the log holds in its receipt: the
+// payloadFields that are not responseFields.
+var requestFields = func() map[string]bool {
+	out := map[string]bool{}
+	for f := range payloadFields {
+		if !responseFields[f] {
+			out[f] = true
+		}
+	}
+	return out
+}()
+
 // payloadContext is ctx for reading the payloads the field being resolved
 // selects: without the latest answer (readmodel.WithoutResponse) unless it
 // selects one of responseFields, so that a query of the request alone, or
-// of a comparison, does not read and decode an answer of up to 10 MiB.
+// of a comparison, does not read and decode an answer of up to 10 MiB; and
+// without the request (readmodel.WithoutRequest) unless it selects one of
+// requestFields, so that a query of the answer alone does not read a
+// request of up to --max-body. Neither reserves of the answer's log budget
+// what it does not read (projections' deliveryRefs.readSize). The fields
+// are looked for at any depth: one of the same name deeper (an attempt's
+// response's body) reads the request too, as before.
 func payloadContext(ctx context.Context) context.Context {
 	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || fc.Field.Field == nil || selects(fc.Field.Selections, responseFields, map[*ast.FragmentDefinition]bool{}) {
+	if fc == nil || fc.Field.Field == nil {
 		return ctx
 	}
-	return readmodel.WithoutResponse(ctx)
+	switch {
+	case !selects(fc.Field.Selections, responseFields, map[*ast.FragmentDefinition]bool{}):
+		return readmodel.WithoutResponse(ctx)
+	case !selects(fc.Field.Selections, requestFields, map[*ast.FragmentDefinition]bool{}):
+		return readmodel.WithoutRequest(ctx)
+	}
+	return ctx
+}
+
+// withPayloadParts is ctx reading what request and response say of a
+// delivery's payload (see payloadContext).
+func withPayloadParts(ctx context.Context, request, response bool) context.Context {
+	if !request {
+		ctx = readmodel.WithoutRequest(ctx)
+	}
+	if !response {
+		ctx = readmodel.WithoutResponse(ctx)
+	}
+	return ctx
 }
 
 // wantsPayload reports whether the field being resolved selects, at any

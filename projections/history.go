@@ -62,14 +62,15 @@ const MaxCountedDuplicates = 1000
 // address carry the same provider id (redeliveries, MaxCountedDuplicates
 // at most: the LIMIT is one more), through its index; then how the relay
 // answered the sender itself, for explanations; last the bytes its events
-// hold in the log, which its read of them reserves (deliveryRefs.stored).
+// hold in the log and those of its receipt alone, which its read of them
+// reserves (deliveryRefs.stored, deliveryRefs.requestBytes).
 const deliveryFrom = `SELECT d.position, d.id, d.address, d.kind, d.account_id, d.method, d.target, d.host,
 		d.proto, d.remote_addr, d.body_size, d.complete, d.received_at, d.response_status,
 		d.stream, d.revision, d.response_stream, d.response_revision, d.updated_position,
 		d.provider, d.provider_event, d.provider_delivery_id,
 		CASE WHEN d.provider_delivery_id IS NULL THEN 0 ELSE (SELECT COUNT(*) - 1 FROM (SELECT 1 FROM deliveries x
 			WHERE x.address = d.address AND x.provider_delivery_id = d.provider_delivery_id LIMIT 1001)) END,
-		d.answered_status, d.answered_reason, d.answered_at, d.stored_bytes
+		d.answered_status, d.answered_reason, d.answered_at, d.stored_bytes, d.request_bytes
 	FROM deliveries d `
 
 // scanDelivery reads a row of deliveryFrom: the delivery without headers,
@@ -90,7 +91,7 @@ func scanDelivery(row interface{ Scan(...any) error }) (readmodel.Delivery, deli
 	)
 	err := row.Scan(&pos, &d.ID, &d.Address, &kind, &d.AccountID, &d.Method, &d.Target, &d.Host, &d.Proto,
 		&d.RemoteAddr, &d.BodySize, &d.Complete, &received, &status, &stream, &rev, &rStream, &rRev, &updated,
-		&provider, &event, &pid, &d.Duplicates, &answered, &answeredWhy, &answeredAt, &r.stored)
+		&provider, &event, &pid, &d.Duplicates, &answered, &answeredWhy, &answeredAt, &r.stored, &r.requestBytes)
 	if err != nil {
 		return readmodel.Delivery{}, deliveryRefs{}, err
 	}

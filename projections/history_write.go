@@ -216,10 +216,11 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	}
 	// The row's columns that no later event changes, in qDeliveriesHeld's
 	// order; size (the stored bytes) is at heldStoredColumn, which an
-	// attempt's answer in the same batch adds to (grew).
+	// attempt's answer in the same batch adds to (grew), and again as the
+	// receipt's own bytes (request_bytes), which nothing adds to.
 	row := []any{t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
 		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
-		size, provider, event, providerID}
+		size, size, provider, event, providerID}
 	var answeredAt any
 	if answered != nil {
 		answeredAt = t.at()

@@ -72,6 +72,34 @@ type deliveryRefs struct {
 	// (deliveries.stored_bytes): the most its events read by fillFromLog
 	// hold, but for a small one (logReadSlack).
 	stored int64
+	// requestBytes is the bytes of its receipt alone, the answer it
+	// records included (deliveries.request_bytes), 0 when the views do
+	// not know them.
+	requestBytes int64
+}
+
+// readSize is what fillFromLog's read of r reserves of the answer's log
+// budget: the receipt's bytes when it reads the receipt alone (the
+// request without the answer, or an answer the receipt records), what
+// the delivery's stored bytes leave beside them when it reads the answer
+// alone (the answers in events of their own, the latest among them), and
+// the stored bytes when it reads both (logReadSize). Views that do not
+// know the receipt's bytes reserve the stored bytes for any read. r.response
+// is nil when the answer is not read; request says whether the request is.
+// A read of the request alone reserved the delivery's every answer (a
+// page of bodies of deliveries that had 4 MiB answers ran one read at a
+// time under a budget of 1 MiB), one of the answer alone its request.
+func (r deliveryRefs) readSize(request bool) int64 {
+	switch {
+	case r.requestBytes <= 0:
+		return logReadSize(r.stored)
+	case r.response == nil || *r.response == r.request:
+		return r.requestBytes
+	case !request:
+		return logReadSize(r.stored - r.requestBytes)
+	default:
+		return logReadSize(r.stored)
+	}
 }
 
 // logReadSlack is what a read of a delivery's events reserves of the
@@ -98,19 +126,27 @@ func logReadSize(stored int64) int64 {
 // the values the views always gave: empty rather than nil lists and
 // bodies, and a nil ResponseBody when the response was not captured.
 //
-// Under readmodel.WithoutResponse the response is not read. The read runs
-// within the answer's log budget (readmodel.LogBudget), charged for every
-// event it reads, and is refused with readmodel.ErrLogBudget once the
-// budget is spent: a request alone is up to --max-body, and aliases of
-// delivery(id){ headers } each read one. It reserves the bytes the views
-// count of the delivery (deliveryRefs.stored), so that the reads of a page
-// run at once while their sizes fit in the budget: it reads the request
-// and the answer and nothing between them (maxResponseSpan).
+// Under readmodel.WithoutResponse the response is not read, under
+// readmodel.WithoutRequest the request is not (but for the receipt that
+// records the answer: one event holds both); with neither wanted nothing
+// is read. The read runs within the answer's log budget
+// (readmodel.LogBudget), charged for every event it reads, and is refused
+// with readmodel.ErrLogBudget once the budget is spent: a request alone is
+// up to --max-body, and aliases of delivery(id){ headers } each read one.
+// It reserves the bytes the views count of the events it reads
+// (deliveryRefs.readSize), so that the reads of a page run at once while
+// their sizes fit in the budget: it reads the request and the answer and
+// nothing between them (maxResponseSpan).
 func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deliveryRefs) error {
+	request := readmodel.WantsRequest(ctx)
 	if !readmodel.WantsResponse(ctx) {
 		r.response = nil
 	}
-	ok, err := readmodel.LogBudgetOf(ctx).Read(ctx, logReadSize(r.stored), func() (int64, error) { return v.readPayload(ctx, d, r) })
+	if !request && r.response == nil {
+		d.ResponseHeaders, d.ResponseBody = []domain.Header{}, nil
+		return nil
+	}
+	ok, err := readmodel.LogBudgetOf(ctx).Read(ctx, r.readSize(request), func() (int64, error) { return v.readPayload(ctx, d, r, request) })
 	if err == nil && !ok {
 		err = readmodel.ErrLogBudget
 	}
@@ -128,29 +164,46 @@ func responseSpan(r deliveryRefs) int {
 	return 1
 }
 
-// readPayload is fillFromLog's read; n is the bytes of the events it read.
-func (v *History) readPayload(ctx context.Context, d *readmodel.Delivery, r deliveryRefs) (n int64, err error) {
-	read, err := v.readStream(ctx, r.request.stream, r.request.revision, responseSpan(r))
-	for _, e := range read {
-		n += int64(len(e.Data))
+// readPayload is fillFromLog's read, of the request when request is set
+// and of the answer r.response names when not nil; n is the bytes of the
+// events it read.
+func (v *History) readPayload(ctx context.Context, d *readmodel.Delivery, r deliveryRefs, request bool) (n int64, err error) {
+	// inReceipt: the receipt records the response (record.ReceiptHold).
+	inReceipt := r.response != nil && *r.response == r.request
+	var (
+		read     []domain.RecordedEvent
+		received domain.DeliveryReceived
+	)
+	if request || inReceipt {
+		span := 1 // the receipt alone
+		if request {
+			span = responseSpan(r)
+		}
+		read, err = v.readStream(ctx, r.request.stream, r.request.revision, span)
+		for _, e := range read {
+			n += int64(len(e.Data))
+		}
+		if err != nil {
+			return n, fmt.Errorf("read request at %s: %w", r.request, err)
+		}
+		req, more, err := v.loggedEvent(ctx, read, r.request)
+		n += more
+		if err != nil {
+			return n, fmt.Errorf("read request at %s: %w", r.request, err)
+		}
+		var ok bool
+		received, ok = req.(domain.DeliveryReceived)
+		if !ok || received.DeliveryID != d.ID {
+			return n, fmt.Errorf("read request at %s: not the DeliveryReceived of %s", r.request, d.ID)
+		}
 	}
-	if err != nil {
-		return n, fmt.Errorf("read request at %s: %w", r.request, err)
-	}
-	req, more, err := v.loggedEvent(ctx, read, r.request)
-	n += more
-	if err != nil {
-		return n, fmt.Errorf("read request at %s: %w", r.request, err)
-	}
-	received, ok := req.(domain.DeliveryReceived)
-	if !ok || received.DeliveryID != d.ID {
-		return n, fmt.Errorf("read request at %s: not the DeliveryReceived of %s", r.request, d.ID)
-	}
-	d.Headers, d.Body, d.DroppedHeaders = orEmpty(received.Headers), received.Body, received.DroppedHeaders
-	d.Trailers, d.BodyUnread = orEmpty(received.Trailers), received.BodyUnread
-	d.RedactedQuery = received.RedactedQuery
-	if d.Body == nil {
-		d.Body = []byte{}
+	if request {
+		d.Headers, d.Body, d.DroppedHeaders = orEmpty(received.Headers), received.Body, received.DroppedHeaders
+		d.Trailers, d.BodyUnread = orEmpty(received.Trailers), received.BodyUnread
+		d.RedactedQuery = received.RedactedQuery
+		if d.Body == nil {
+			d.Body = []byte{}
+		}
 	}
 
 	d.ResponseHeaders, d.ResponseBody = []domain.Header{}, nil
@@ -158,7 +211,8 @@ func (v *History) readPayload(ctx context.Context, d *readmodel.Delivery, r deli
 		return n, nil
 	}
 	var resp domain.Event = received
-	if *r.response != r.request { // else the receipt records the response (record.ReceiptHold)
+	if !inReceipt {
+		var more int64
 		if r.response.stream != r.request.stream {
 			read = nil
 		}

@@ -319,9 +319,9 @@ var qAttemptsHeld = byChunk(func(n int) string {
 var qDeliveriesHeld = byChunk(func(n int) string {
 	return multiRow(`INSERT INTO deliveries (position, id, address, kind, account_id, method, target,
 			host, proto, remote_addr, body_size, complete, received_at, stream, revision,
-			stored_bytes, provider, provider_event, provider_delivery_id,
+			stored_bytes, request_bytes, provider, provider_event, provider_delivery_id,
 			updated_position, answered_status, answered_position, answered_reason, answered_at,
-			response_status, response_stream, response_revision, stats_class)`, 28, n, ` ON CONFLICT (id) DO NOTHING`)
+			response_status, response_stream, response_revision, stats_class)`, 29, n, ` ON CONFLICT (id) DO NOTHING`)
 })
 
 var writeQueries = []string{

@@ -57,8 +57,12 @@ import (
 // address holding deliveries, and drops the index of purged inspectors,
 // which nothing read; version 26 keeps an edited retry's body apart from
 // its edit (attempt_edits, compressed), so that reading attempts reads no
-// edited body, and the views hold it no larger than the log does.
-const schemaVersion = 26
+// edited body, and the views hold it no larger than the log does; version
+// 27 the bytes of each delivery's receipt apart from those of its answers
+// (deliveries.request_bytes), so that a read of its request alone, or of
+// its latest answer alone, reserves of an answer's log budget what it
+// reads.
+const schemaVersion = 27
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -356,6 +360,10 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	-- (forward.responded.v1: headers and a captured body), what the
 	-- storage quotas count.
 	stored_bytes      INTEGER NOT NULL DEFAULT 0,
+	-- request_bytes is the DeliveryReceived payload's alone (with the
+	-- answer it records, when it records one: record.ReceiptHold), the
+	-- part of stored_bytes a read of the request takes; 0 when unknown.
+	request_bytes     INTEGER NOT NULL DEFAULT 0,
 	-- The webhook provider recognised at receipt (domain.DetectProvider),
 	-- its event type and its own id of the delivery; a provider that sends
 	-- it again sends the same id.

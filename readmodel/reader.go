@@ -52,3 +52,23 @@ func WantsResponse(ctx context.Context) bool {
 	skip, _ := ctx.Value(withoutResponseKey{}).(bool)
 	return !skip
 }
+
+type withoutRequestKey struct{}
+
+// WithoutRequest marks reads of deliveries' payloads under ctx as wanting
+// the latest local answer only: the recorded request (its headers and
+// body, up to --max-body, in the receipt) is not read from the log unless
+// the receipt holds that answer too, and the rows' Headers, Body,
+// Trailers and RedactedQuery are left nil. Nor is it reserved of the
+// answer's LogBudget: a query of a delivery's answer alone waited behind,
+// or was refused for, a request it does not show.
+func WithoutRequest(ctx context.Context) context.Context {
+	return context.WithValue(ctx, withoutRequestKey{}, true)
+}
+
+// WantsRequest reports whether reads under ctx read the recorded request
+// (see WithoutRequest).
+func WantsRequest(ctx context.Context) bool {
+	skip, _ := ctx.Value(withoutRequestKey{}).(bool)
+	return !skip
+}
