@@ -40,7 +40,10 @@
 //
 // Sessions are recorded in the agent stream of their Endpoint
 // (AgentConnected, AgentDisconnected); CloseStale ends the sessions a crashed
-// process left open in the log. After each start or end the node that
+// process left open in the log. A session that ends takes no more work, but
+// stays in the Hub until its end is in the log: a command no other session
+// takes meanwhile waits for that end (bounded by its timeout) before it is
+// answered 503 "no agent connected", so the log holds the end first. After each start or end the node that
 // recorded it asks its Recorder to record the Endpoint's new primary
 // (ReconcilePrimary): decided from that stream, appended at its revision,
 // so recorded once however many nodes decide.

@@ -350,6 +350,14 @@ func (h *Hub) forward(ctx context.Context, cmd *domain.ForwardCommand, recorded 
 		remote = h.roster(cmd.EndpointID)
 	}
 	pl, err := h.dispatch(*cmd, remote)
+	left := timeout
+	if err == nil && pl.ending != nil {
+		var closing bool
+		if pl, closing, err = h.awaitEnds(ctx, cmd, pl, started, timeout); closing {
+			return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureShuttingDown}, false, nil
+		}
+		left = max(timeout-time.Since(started), 0)
+	}
 	if err != nil {
 		return domain.ForwardOutcome{}, false, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)
 	}
@@ -374,7 +382,7 @@ func (h *Hub) forward(ctx context.Context, cmd *domain.ForwardCommand, recorded 
 	// A timer, not a context with a deadline: ctx is the hub's life, which
 	// every attempt shares, and a child context of it would take its lock
 	// twice per attempt.
-	expired := time.NewTimer(timeout)
+	expired := time.NewTimer(left)
 	defer expired.Stop()
 	// A send that fails otherwise leaves the outcome to detach or below.
 	timedOut := s.send(ctx, expired.C, *cmd)
@@ -398,6 +406,39 @@ func (h *Hub) forward(ctx context.Context, cmd *domain.ForwardCommand, recorded 
 		out.DurationMs = time.Since(started).Milliseconds()
 	}
 	return out, false, nil
+}
+
+// awaitEnds waits, for a command that no session of its Endpoint took
+// while one that would have was ending (pl.ending), until that session's
+// end is in the log, then dispatches the command again, as often as it
+// meets another: its 503 no agent connected is recorded after the ends of
+// the sessions it was refused for, never before. The end's append is
+// bounded (the recorder's write bound) and detach goes on when it fails;
+// the wait is bounded too, by the command's timeout, past which it is
+// answered as no session took it. closing: the Hub closed meanwhile.
+// Only a command that finds no session waits: it costs the forwards that
+// find one nothing.
+func (h *Hub) awaitEnds(ctx context.Context, cmd *domain.ForwardCommand, pl plan, started time.Time, timeout time.Duration) (_ plan, closing bool, _ error) {
+	wait := time.NewTimer(timeout - time.Since(started))
+	defer wait.Stop()
+	for pl.ending != nil {
+		select {
+		case <-pl.ending.ended:
+		case <-wait.C:
+			return plan{}, false, nil
+		case <-ctx.Done():
+			return plan{}, true, nil
+		}
+		var remote []RemoteSession
+		if cmd.Agent == "" {
+			remote = h.roster(cmd.EndpointID)
+		}
+		var err error
+		if pl, err = h.dispatch(*cmd, remote); err != nil {
+			return plan{}, false, err
+		}
+	}
+	return pl, false, nil
 }
 
 // copies gives a copy of cmd to each of ms, here or on its node, and
@@ -474,6 +515,13 @@ func (h *Hub) offerCopy(c *session, cp domain.ForwardCommand) (*pendingWork, boo
 	if _, busy := h.pending[cp.AttemptID]; busy {
 		h.mu.Unlock()
 		return nil, false
+	}
+	if c.ending {
+		// Its end is being recorded: detach has failed its attempts
+		// already, and nobody reads its queue.
+		h.mu.Unlock()
+		p.result <- domain.ForwardOutcome{AttemptID: cp.AttemptID, Status: 503, Error: domain.FailureAgentDisconnected, AgentID: c.info.AgentID}
+		return p, true
 	}
 	h.pending[cp.AttemptID] = p
 	h.mu.Unlock()
@@ -640,12 +688,15 @@ func (s *session) offer(cmd domain.ForwardCommand) bool {
 }
 
 // plan is where one attempt goes: its primary, here (local, its attempt
-// pending as pending) or on another node (remote), and the copies.
+// pending as pending) or on another node (remote), and the copies. With
+// neither, ending names a session that would have taken it and whose end
+// is being recorded: the attempt waits for that end (awaitEnds).
 type plan struct {
 	local   *session
 	pending *pendingWork
 	remote  *RemoteSession
 	copies  []member
+	ending  *session
 }
 
 func (p plan) agentID() string {
@@ -674,14 +725,16 @@ func (p plan) agentID() string {
 // account's filters against one request are its own work. The attempt is
 // then registered under the lock among the matching sessions still
 // attached, so that a detach cannot miss it: one that ended meanwhile is
-// left out, and the rule picks among the rest.
+// left out, and the rule picks among the rest. A session whose end is
+// being recorded takes nothing; when no other does, the plan names it
+// (plan.ending) and the attempt waits for its end before it is refused.
 func (h *Hub) dispatch(cmd domain.ForwardCommand, remote []RemoteSession) (plan, error) {
 	h.mu.Lock()
 	if _, busy := h.pending[cmd.AttemptID]; busy {
 		h.mu.Unlock()
 		return plan{}, errAttemptInFlight
 	}
-	if s, ok := h.byAgent[cmd.Agent]; ok && s.info.EndpointID == cmd.EndpointID && s.info.AccountID == cmd.AccountID {
+	if s, ok := h.byAgent[cmd.Agent]; ok && !s.ending && s.info.EndpointID == cmd.EndpointID && s.info.AccountID == cmd.AccountID {
 		defer h.mu.Unlock()
 		return plan{local: s, pending: h.addPending(cmd, s)}, nil
 	}
@@ -696,14 +749,21 @@ func (h *Hub) dispatch(cmd domain.ForwardCommand, remote []RemoteSession) (plan,
 		return plan{}, errAttemptInFlight
 	}
 	live := eligible[:0]
+	var ending *session
 	for _, m := range eligible {
-		if m.local == nil || h.byAgent[m.local.info.AgentID] == m.local {
+		switch {
+		case m.local == nil:
+			live = append(live, m)
+		case h.byAgent[m.local.info.AgentID] != m.local: // ended
+		case m.local.ending:
+			ending = m.local
+		default:
 			live = append(live, m)
 		}
 	}
 	i := primaryOf(live)
 	if i < 0 {
-		return plan{}, nil
+		return plan{ending: ending}, nil
 	}
 	var pl plan
 	if m := live[i]; m.local != nil {

@@ -161,6 +161,11 @@ type session struct {
 	pos  uint64    // log position of its start: the primary rule's order
 	work chan domain.ForwardCommand
 	done chan struct{} // closed when the session ends
+	// ending: the session has ended and its end is being recorded; it
+	// takes no work (h.mu held to read or set it). ended is closed once
+	// that append has returned and the session has left the Hub.
+	ending bool
+	ended  chan struct{}
 
 	sendMu sync.RWMutex // senders hold it shared; closing work takes it exclusively
 	closed bool
@@ -221,9 +226,11 @@ func (h *Hub) Close() {
 }
 
 // Attach starts a session: it records AgentConnected and returns the
-// channel of work for the agent. When ctx ends the session is detached, its
-// in-flight attempts fail with 503 and AgentDisconnected is recorded; then
-// the channel is closed.
+// channel of work for the agent. When ctx ends the session is detached
+// (detach): it takes no more work, its in-flight attempts fail with 503
+// and AgentDisconnected is recorded; then it leaves the Hub and the channel
+// is closed. An agent ID whose earlier session is still ending waits for
+// that end, so the log holds the end before the new start.
 func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardCommand, error) {
 	switch {
 	case s.AgentID == "":
@@ -234,7 +241,7 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 	if err := domain.ValidateFilters(s.Filters); err != nil {
 		return nil, err
 	}
-	sess := &session{info: s, at: time.Now(), work: make(chan domain.ForwardCommand, sessionQueue), done: make(chan struct{})}
+	sess := &session{info: s, at: time.Now(), work: make(chan domain.ForwardCommand, sessionQueue), done: make(chan struct{}), ended: make(chan struct{})}
 	elsewhere := 0
 	if h.others != nil {
 		elsewhere = h.others(s.EndpointID) // a read of the views: not under mu
@@ -243,9 +250,22 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 	// calls cannot both record a connection; the session takes work only
 	// once its start is recorded.
 	h.mu.Lock()
-	if _, dup := h.byAgent[s.AgentID]; dup {
+	for {
+		old, dup := h.byAgent[s.AgentID]
+		if !dup {
+			break
+		}
+		if !old.ending {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("attach agent %s: already attached", s.AgentID)
+		}
 		h.mu.Unlock()
-		return nil, fmt.Errorf("attach agent %s: already attached", s.AgentID)
+		select {
+		case <-old.ended:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("attach agent %s: %w", s.AgentID, ctx.Err())
+		}
+		h.mu.Lock()
 	}
 	if err := h.open.reserve(h.caps, s, elsewhere); err != nil {
 		h.mu.Unlock()
@@ -281,24 +301,23 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 	return sess.work, nil
 }
 
-// detach removes a session, fails its in-flight attempts and records its end.
+// detach ends a session. At once it stops giving the session work (it is
+// ending: dispatch passes it by), fails its in-flight attempts (503 agent
+// disconnected: no sender waits on the store for them) and releases its
+// place under the caps. Then it records the session's end, and only once
+// that append has returned, whether it took or failed (the recorder
+// bounds it), does the session leave byAgent and byEndpoint. Until then
+// the Hub shows it as the log does, open: Connected counts it, Listeners
+// and Admits see it, CloseStale leaves its end to detach, and a command of
+// its Endpoint that no other session takes waits for the end (awaitEnds)
+// before it is answered 503 no agent connected. So no delivery is refused
+// for want of the session before the log holds its end, and an
+// explanation that compares the two tells them in the order they came.
 func (h *Hub) detach(ctx context.Context, s *session) {
 	failed := domain.ForwardOutcome{Status: 503, Error: domain.FailureAgentDisconnected, AgentID: s.info.AgentID}
 	h.mu.Lock()
-	delete(h.byAgent, s.info.AgentID)
+	s.ending = true
 	h.open.release(s.info)
-	list := h.byEndpoint[s.info.EndpointID]
-	for i, x := range list {
-		if x == s {
-			list = append(list[:i:i], list[i+1:]...)
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(h.byEndpoint, s.info.EndpointID)
-	} else {
-		h.byEndpoint[s.info.EndpointID] = list
-	}
 	for id, p := range h.pending {
 		if p.session == s {
 			delete(h.pending, id)
@@ -311,6 +330,24 @@ func (h *Hub) detach(ctx context.Context, s *session) {
 
 	close(s.done) // senders blocked on work give up
 	h.recordDisconnect(ctx, s.info, domain.SessionAgentDisconnected)
+
+	h.mu.Lock()
+	delete(h.byAgent, s.info.AgentID)
+	list := h.byEndpoint[s.info.EndpointID]
+	for i, x := range list {
+		if x == s {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(h.byEndpoint, s.info.EndpointID)
+	} else {
+		h.byEndpoint[s.info.EndpointID] = list
+	}
+	h.mu.Unlock()
+	close(s.ended) // the commands waiting for the end are dispatched again
+
 	h.reconcilePrimary(ctx, s.info.EndpointID)
 	// Closing work last tells its reader the end is already in the log.
 	s.sendMu.Lock()
@@ -349,7 +386,8 @@ func (s *session) send(ctx context.Context, expired <-chan time.Time, cmd domain
 }
 
 // Connected counts the live sessions of an Endpoint: those this process
-// holds and those other nodes hold.
+// holds and those other nodes hold. A session here counts until its end
+// is in the log (detach), as the log's views count it.
 func (h *Hub) Connected(endpointID string) int {
 	n := h.local(endpointID)
 	if h.others != nil {

@@ -24,7 +24,9 @@ const (
 // CloseStale records AgentDisconnected{Reason: reason} for each session
 // (RelayRestarted after a crash, NodeLost for a lost node's), so presence
 // read from the log is right again. Sessions attached to this Hub are live
-// and skipped.
+// and skipped, and so are those whose end this Hub is recording (detach):
+// an end recorded here too would be a second one, whose later time the
+// views would keep.
 func (h *Hub) CloseStale(ctx context.Context, sessions []StaleSession, reason string) error {
 	var errs []error
 	ended := map[string]bool{}
