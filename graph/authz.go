@@ -49,20 +49,21 @@ func (r *Resolver) visibleDelivery(ctx context.Context, id string) (readmodel.De
 // row already carries the owner, so no second read is needed. Without a
 // signed-in account an Endpoint's address is not found too, as an unknown
 // one is (visibleDelivery does the same): the API confirms no Endpoint id
-// to a stranger, although its public URL answers senders.
-func (r *Resolver) canWatch(ctx context.Context, address string) error {
+// to a stranger, although its public URL answers senders. It returns the
+// address as the views hold it.
+func (r *Resolver) canWatch(ctx context.Context, address string) (readmodel.Address, error) {
 	a, err := r.Views.Address(ctx, address)
 	if err != nil {
-		return err
+		return readmodel.Address{}, err
 	}
 	if a.Kind == domain.AddressInspector {
-		return nil
+		return a, nil
 	}
 	acc, err := r.account(ctx)
 	if errors.Is(err, domain.ErrUnauthenticated) || (err == nil && (a.Deleted || a.AccountID != acc.ID)) {
-		return domain.ErrNotFound
+		return readmodel.Address{}, domain.ErrNotFound
 	}
-	return err
+	return a, err
 }
 
 // isAdmin reports whether the request carries the operator's admin token

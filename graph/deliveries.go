@@ -14,6 +14,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/graph/model"
 	"github.com/relayhq/relay/graph/wsgql"
@@ -120,12 +121,13 @@ func (r *Resolver) storedBodies(rows []readmodel.Delivery) int64 {
 	return n
 }
 
-// watchDeliveries streams rows of an address as they are created or updated,
-// until the subscription ends. With since, it first sends the rows changed
-// after that cursor: the watch is registered before they are read, so a
-// change lands in the replay, in the live stream or in both, never in
-// neither.
-func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error) {
+// watchDeliveries streams rows of an address (a, as canWatch read it) as
+// they are created or updated, until the subscription ends. With since, it
+// first sends the rows changed after that cursor: the watch is registered
+// before they are read, so a change lands in the replay, in the live
+// stream or in both, never in neither.
+func (r *Resolver) watchDeliveries(ctx context.Context, a readmodel.Address, since *string) (<-chan *model.Delivery, error) {
+	address, owner := a.ID, liveReader(a)
 	if since != nil {
 		if err := r.admitReplay(ctx); err != nil {
 			return nil, err
@@ -192,7 +194,7 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 					return
 				}
 				live := func(ctx context.Context) (*model.Delivery, error) {
-					return r.liveRow(ctx, ch, payload, request, response)
+					return r.liveRow(ctx, ch, owner, payload, request, response)
 				}
 				if !r.sendDelivery(ctx, out, ch.DeliveryID, live) {
 					return
@@ -232,18 +234,40 @@ type liveRowKey struct {
 	response bool // the latest answer read (payloadContext)
 }
 
+// liveReader is the reader (readmodel.WithReader) the live rows of
+// address a are read as: the address's owner, whose operations read as
+// the same reader. An Endpoint's account; an inspector's, the client
+// network that created it (readmodel.Address.Network, which is the
+// reader an anonymous client of that network reads as), or the inspector
+// itself when the views know none (one created before they kept it).
+func liveReader(a readmodel.Address) string {
+	switch {
+	case a.Kind != domain.AddressInspector:
+		return readmodel.ReaderKey("account:" + a.AccountID)
+	case a.Network != "":
+		return a.Network
+	default:
+		return "inspector:" + a.ID
+	}
+}
+
 // liveRow is the row a change of a delivery left, read once for every
 // subscription of its address told of it (Resolver.liveRows), not once
 // per subscription: one client's many subscriptions of an address would
 // otherwise turn each request into as many reads of the views' few
 // connections and of the log, and as many copies of its body.
-func (r *Resolver) liveRow(ctx context.Context, ch readmodel.Change, payload, request, response bool) (*model.Delivery, error) {
+//
+// It is read as owner (liveReader), within the owner's share of the
+// views' readers and of the log's reads, not as the subscriber: every
+// subscription of the address waits for it, whoever's share it would
+// take. Read as the relay's own, in no one's share, one account's
+// subscriptions of its many addresses held every connection of the log
+// with reads of its deliveries (8 of them held the embedded log's 4), and
+// other accounts' reads waited for them.
+func (r *Resolver) liveRow(ctx context.Context, ch readmodel.Change, owner string, payload, request, response bool) (*model.Delivery, error) {
 	key := liveRowKey{id: ch.DeliveryID, position: ch.Position, payload: payload, request: request, response: response}
 	m, err := r.liveRows.Get(ctx, key, func() (*model.Delivery, error) {
-		// The relay's own read, not the subscriber's: every subscription
-		// of the address waits for it, so it takes no one's share of the
-		// views' readers.
-		lctx, cancel := context.WithTimeout(readmodel.WithReader(context.WithoutCancel(ctx), ""), liveRowLoadTimeout)
+		lctx, cancel := context.WithTimeout(readmodel.WithReader(context.WithoutCancel(ctx), owner), liveRowLoadTimeout)
 		defer cancel()
 		lctx = withPayloadParts(lctx, request, response)
 		read := r.Views.DeliverySummary

@@ -22,6 +22,10 @@ type streamReads struct {
 	// reading, when set, is called in every stream read before it reads;
 	// the func it returns once it has read.
 	reading atomic.Pointer[func() (read func())]
+	// gate, when set, is called with the stream of every stream read
+	// before it reads (after reading); the func it returns once it has
+	// read.
+	gate atomic.Pointer[func(stream string) (read func())]
 }
 
 func (s *streamReads) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error) {
@@ -30,6 +34,9 @@ func (s *streamReads) ReadStream(ctx context.Context, stream string, from uint64
 	s.mu.Unlock()
 	if f := s.reading.Load(); f != nil {
 		defer (*f)()()
+	}
+	if g := s.gate.Load(); g != nil {
+		defer (*g)(stream)()
 	}
 	events, err := s.EventStore.ReadStream(ctx, stream, from, max)
 	s.count(events)

@@ -488,10 +488,11 @@ func (r *queryResolver) Events(ctx context.Context, after *string, first *int) (
 
 // Deliveries is the resolver for the deliveries field.
 func (r *subscriptionResolver) Deliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error) {
-	if err := r.canWatch(ctx, address); err != nil {
+	a, err := r.canWatch(ctx, address)
+	if err != nil {
 		return nil, err
 	}
-	return r.watchDeliveries(ctx, address, since)
+	return r.watchDeliveries(ctx, a, since)
 }
 
 // ForwardRequests is the resolver for the forwardRequests field.
