@@ -27,6 +27,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,6 +36,39 @@ import (
 
 // maxAnswer bounds the answer a client reads.
 const maxAnswer = 64 << 20
+
+// What Do decodes of an answer is bounded as it arrives, before anything
+// is decoded: its bytes (maxAnswer), its JSON objects and values, and what
+// it weighs as decoded (CheckDecode's budget), each refused once the part
+// read passes it, the rest not read. A decoded value costs far more than
+// its text: an empty object, 2 bytes, is a struct of up to 232 bytes in a
+// slice that doubles as it grows.
+const (
+	// MaxAnswerObjects bounds the JSON objects of an answer: a delivery's
+	// request and response each hold at most 350 890 header fields (a
+	// 1 MiB header block of "a:" lines), one object each, and a few
+	// hundred attempts.
+	MaxAnswerObjects = 1 << 20
+	// MaxAnswerValues bounds its values of any kind (objects, arrays,
+	// strings, numbers, literals; not an object's keys): a header field
+	// is four (the object, its name, value and valueBase64).
+	MaxAnswerValues = 4 << 20
+)
+
+// answerObjects and answerValues are the counts Do bounds an answer by
+// (tests lower them).
+var answerObjects, answerValues = MaxAnswerObjects, MaxAnswerValues
+
+// AnswerTooLargeError is an answer with more JSON objects or values
+// than Do decodes.
+type AnswerTooLargeError struct {
+	What  string // "objects" or "values"
+	Limit int
+}
+
+func (e *AnswerTooLargeError) Error() string {
+	return fmt.Sprintf("the answer holds over %d JSON %s, more than any answer of a relay, so it is not decoded", e.Limit, e.What)
+}
 
 // defaultHTTP is bounded, so a relay that accepts the connection and never
 // answers cannot hang a command.
@@ -69,12 +103,10 @@ type Error struct {
 	Server string
 }
 
-// wireError is a GraphQL error as a server sends it. Its extensions stay
-// raw until err reads them: a server's answer of up to maxAnswer never
-// becomes a tree of generic values.
+// wireError is a GraphQL error as a server sends it.
 type wireError struct {
 	Message    string
-	Extensions map[string]json.RawMessage
+	Extensions extensions
 }
 
 // maxExtension bounds an extension's value that err decodes, and
@@ -87,36 +119,57 @@ const (
 	maxExtensions = 16
 )
 
+// extensions is what err decodes of an error's extensions: the text of
+// "code" and of the first maxExtensions others of at most maxExtension
+// bytes each, copied; the others are passed over, not copied (held raw,
+// an extension of 60 MiB was copied whole to be dropped).
+type extensions struct {
+	code  []byte
+	names []string
+	texts [][]byte
+}
+
+func (x *extensions) UnmarshalJSON(text []byte) error {
+	*x = extensions{}
+	members(text, maxExtension, func(key, value []byte) {
+		switch {
+		case key == nil || len(value) > maxExtension:
+		case string(key) == "code":
+			x.code = bytes.Clone(value)
+		default:
+			for i, name := range x.names {
+				if name == string(key) { // the last is kept, as in a map
+					x.texts[i] = bytes.Clone(value)
+					return
+				}
+			}
+			if len(x.names) < maxExtensions {
+				x.names = append(x.names, string(key))
+				x.texts = append(x.texts, bytes.Clone(value))
+			}
+		}
+	})
+	return nil
+}
+
 // err is the error e tells of, with its code and at most maxExtensions
-// other extensions of at most maxExtension bytes each (others are left
-// out).
+// extensions in all.
 func (e wireError) err() *Error {
 	out := &Error{Message: e.Message}
-	names := make([]string, 0, maxExtensions)
-	if _, ok := e.Extensions["code"]; ok {
-		names = append(names, "code")
+	x := e.Extensions
+	names, texts := x.names, x.texts
+	if x.code != nil {
+		names, texts = append([]string{"code"}, names...), append([][]byte{x.code}, texts...)
 	}
-	for name := range e.Extensions {
-		if len(names) == maxExtensions {
-			break
-		}
-		if name != "code" {
-			names = append(names, name)
-		}
-	}
-	for _, name := range names {
-		raw := e.Extensions[name]
-		if len(raw) > maxExtension {
-			continue
-		}
+	for i := range min(len(names), maxExtensions) {
 		var v any
-		if json.Unmarshal(raw, &v) != nil {
+		if json.Unmarshal(texts[i], &v) != nil {
 			continue
 		}
 		if out.Extensions == nil {
 			out.Extensions = map[string]any{}
 		}
-		out.Extensions[name] = v
+		out.Extensions[names[i]] = v
 	}
 	out.Code, _ = out.Extensions["code"].(string)
 	return out
@@ -254,19 +307,19 @@ func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out 
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "application/json" && ct != "application/graphql-response+json" {
 		return notRelay(fmt.Sprintf("content type %q", resp.Header.Get("Content-Type")))
 	}
-	// The answer is read whole, weighed for what it decodes into
-	// (CheckDecode), then decoded; its data is decoded in place, not
-	// copied.
-	answer, err := readAnswer(resp.Body, resp.ContentLength)
+	// The answer is weighed as it is read, for its errors and for its
+	// data as out, and refused once the part read passes a bound; then it
+	// is decoded, its data in place, not copied.
+	answer, bounds, err := readAnswer(resp.Body, resp.ContentLength, answerType(out))
+	if bounds != nil {
+		return fmt.Errorf("decode answer: %w", bounds)
+	}
 	if err != nil {
 		return notRelay("not a GraphQL response: " + err.Error())
 	}
 	var res struct {
 		Data   []byte `json:"-"` // dataOf's
 		Errors []wireError
-	}
-	if err := CheckDecode(answer, &res); err != nil {
-		return fmt.Errorf("decode answer: %w", err)
 	}
 	if err := json.Unmarshal(answer, &res); err != nil {
 		return notRelay("not a GraphQL response: " + err.Error())
@@ -283,50 +336,114 @@ func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out 
 	if out == nil {
 		return nil
 	}
-	if err := CheckDecode(res.Data, out); err != nil {
-		return fmt.Errorf("decode answer: %w", err)
-	}
 	if err := json.Unmarshal(res.Data, out); err != nil {
 		return fmt.Errorf("decode answer: %w", err)
 	}
 	return nil
 }
 
-// readAnswer reads an answer's body up to maxAnswer bytes: into one buffer
-// of its length when the relay gave it, else in pieces of up to 1 MiB
-// joined once, so that no buffer grows by copying (a doubling buffer held
-// up to twice the answer beside the copies it left).
-func readAnswer(body io.Reader, length int64) ([]byte, error) {
-	r := io.LimitReader(body, maxAnswer)
-	if length >= 0 && length <= maxAnswer {
-		b := make([]byte, length)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, fmt.Errorf("read answer: %w", err)
-		}
-		return b, nil
+// answerType is what Do weighs an answer as: its errors, and its data
+// as decoded into out (nil: not decoded, weighing nothing).
+func answerType(out any) reflect.Type {
+	data := reflect.StructField{Name: "Data", Type: reflect.TypeFor[struct{}](), Tag: `json:"-"`}
+	if out != nil {
+		data = reflect.StructField{Name: "Data", Type: reflect.TypeOf(out)}
 	}
-	var pieces [][]byte
-	total, size := 0, 4<<10
-	for {
-		p := make([]byte, size)
-		n, err := io.ReadFull(r, p)
-		pieces, total = append(pieces, p[:n]), total+n
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read answer: %w", err)
-		}
-		size = min(2*size, 1<<20)
+	return reflect.PointerTo(reflect.StructOf([]reflect.StructField{
+		data, {Name: "Errors", Type: reflect.TypeFor[[]wireError]()},
+	}))
+}
+
+// errAnswerTooLong is an answer longer than maxAnswer.
+var errAnswerTooLong = fmt.Errorf("an answer over %d MiB, more than a relay answers", maxAnswer>>20)
+
+// readAnswer reads an answer's body, weighing it as it arrives for what
+// it decodes into as t (as CheckDecode does) and counting its JSON
+// objects and values: past maxAnswer bytes (err), or once the part read
+// passes a weight or a count (bounds), it stops reading. The answer is
+// read into one buffer of its length when the relay gave it, else into
+// pieces of 4 KiB, then 64 KiB, joined once, so that no buffer grows by
+// copying (a doubling buffer held up to twice the answer beside the
+// copies it left) and at most 64 KiB of the last piece go unused (pieces
+// doubling up to 1 MiB left up to half of a small answer unused). What
+// follows the JSON value is read only while it is white space: anything
+// else is not JSON, which decoding tells.
+func readAnswer(body io.Reader, length int64, t reflect.Type) (answer []byte, bounds, err error) {
+	if length > maxAnswer {
+		return nil, nil, errAnswerTooLong
 	}
-	if len(pieces) == 1 {
-		return pieces[0], nil
+	a := answerReader{r: body}
+	if length >= 0 {
+		a.cur, a.known = make([]byte, 0, length), true
 	}
-	b := make([]byte, 0, total)
-	for _, p := range pieces {
+	s := sizer{next: a.next, maxObjects: answerObjects, maxValues: answerValues}
+	s.value(t, 0)
+	s.ws()
+	if err := s.err(); err != nil {
+		return nil, err, nil
+	}
+	if a.err != nil && a.err != io.EOF {
+		return nil, nil, a.err // a read failed, or the body is too long
+	}
+	return a.bytes(), nil, nil
+}
+
+// answerReader reads a body in parts, each kept, for a sizer.
+type answerReader struct {
+	r      io.Reader
+	cur    []byte   // being filled
+	known  bool     // cur has the body's length
+	pieces [][]byte // filled before cur
+	n      int      // read
+	err    error    // io.EOF at the end
+}
+
+// next reads the body's next part: nil at its end, after a failure, or
+// past maxAnswer (errAnswerTooLong).
+func (a *answerReader) next() []byte {
+	for a.err == nil {
+		if len(a.cur) == cap(a.cur) {
+			if a.known {
+				a.err = io.EOF
+				break
+			}
+			if len(a.cur) > 0 {
+				a.pieces = append(a.pieces, a.cur)
+			}
+			a.cur = make([]byte, 0, min(max(16*cap(a.cur), 4<<10), 64<<10))
+		}
+		free := a.cur[len(a.cur):cap(a.cur)]
+		k, err := a.r.Read(free[:min(len(free), maxAnswer+1-a.n)])
+		part := a.cur[len(a.cur) : len(a.cur)+k]
+		a.cur, a.n = a.cur[:len(a.cur)+k], a.n+k
+		switch {
+		case a.n > maxAnswer:
+			a.err = errAnswerTooLong
+			return nil
+		case err == io.EOF && a.known && len(a.cur) < cap(a.cur):
+			a.err = fmt.Errorf("read answer: %w", io.ErrUnexpectedEOF)
+		case err == io.EOF:
+			a.err = err
+		case err != nil:
+			a.err = fmt.Errorf("read answer: %w", err)
+		}
+		if k > 0 {
+			return part
+		}
+	}
+	return nil
+}
+
+// bytes is what was read, in one buffer.
+func (a *answerReader) bytes() []byte {
+	if len(a.pieces) == 0 {
+		return a.cur
+	}
+	b := make([]byte, 0, a.n)
+	for _, p := range a.pieces {
 		b = append(b, p...)
 	}
-	return b, nil
+	return append(b, a.cur...)
 }
 
 // httpClient is HTTP, else a bounded client trusting TLS's roots.

@@ -35,10 +35,10 @@ const (
 // reads of an answer.
 func DecodeBudget(n int) int64 { return DecodeFloor + int64(n)*DecodeFactor/4 }
 
-// DecodeTooLargeError is a text that would decode into more memory than
-// its budget.
+// DecodeTooLargeError is a text whose first Bytes bytes would decode into
+// more memory than their budget.
 type DecodeTooLargeError struct {
-	Bytes  int   // the text's length
+	Bytes  int   // the part of the text weighed
 	Budget int64 // DecodeBudget(Bytes)
 }
 
@@ -48,20 +48,19 @@ func (e *DecodeTooLargeError) Error() string {
 }
 
 // CheckDecode refuses data, the JSON text to be decoded into v (a
-// pointer, as for json.Unmarshal), when decoding it would allocate more
-// than DecodeBudget(len(data)), having looked at each byte once and kept
-// nothing (a key with escapes is unescaped to be matched, and dropped). A text that is not JSON, or does not fit v, passes: decoding it
-// fails anyway.
+// pointer, as for json.Unmarshal), when decoding its first n bytes would
+// allocate more than DecodeBudget(n), for some n: the cost is added up in
+// the order of the text, as Do weighs an answer while it arrives, each
+// byte looked at once and nothing kept (a struct's key with escapes is
+// unescaped to be matched, and dropped). A text that is not JSON, or does
+// not fit v, passes: decoding it fails anyway.
 func CheckDecode(data []byte, v any) error {
 	if v == nil {
 		return nil
 	}
-	s := sizer{data: data, budget: DecodeBudget(len(data))}
+	s := sizer{data: data}
 	s.value(reflect.TypeOf(v), 0)
-	if s.over {
-		return &DecodeTooLargeError{Bytes: len(data), Budget: s.budget}
-	}
-	return nil
+	return s.err()
 }
 
 // Costs of what encoding/json allocates beside a type's own size.
@@ -81,38 +80,167 @@ var (
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// sizer adds up what decoding data costs, stopping once past budget. A
-// nil type is a value decoding skips (an unknown field): it costs nothing.
-type sizer struct {
-	data   []byte
-	i      int
-	cost   int64
-	budget int64
-	over   bool // past budget, or not JSON: stop
-	kbuf   []byte
+// How a type decodes itself, if it does.
+const (
+	notUnmarshaler = iota + 1
+	jsonUnmarshaler
+	textUnmarshaler
+)
+
+var unmarshalCache sync.Map // reflect.Type → int
+
+// unmarshals is how a pointer to t decodes itself, if it does (an
+// interface's value is decoded as any).
+func unmarshals(t reflect.Type) int {
+	if u, ok := unmarshalCache.Load(t); ok {
+		return u.(int)
+	}
+	u := notUnmarshaler
+	switch p := reflect.PointerTo(t); {
+	case t.Kind() == reflect.Interface:
+	case p.Implements(unmarshalerType):
+		u = jsonUnmarshaler
+	case p.Implements(textUnmarshalerType):
+		u = textUnmarshaler
+	}
+	unmarshalCache.Store(t, u)
+	return u
 }
 
+// sizer adds up what decoding a text costs, stopping once past the budget
+// of the part weighed so far. A nil type is a value decoding skips (an
+// unknown field): it costs nothing. The text is data, or, when next is
+// set, data and the parts next gives until it gives nil: the sizer asks
+// for a part only when it has weighed the ones before, so a reader
+// feeding it stops reading once the text is refused.
+type sizer struct {
+	data []byte        // the text, or its part being weighed
+	i    int           // in data; one past its end after an escape's backslash
+	base int           // where data starts in the text
+	next func() []byte // the text's next part; nil: data is all of it
+
+	cost      int64
+	at        int  // where the cost passed its budget
+	over      bool // past the budget or a count: stop
+	bad       bool // not JSON: stop
+	unbounded bool // weigh it all (tests)
+
+	// Counted when maxObjects and maxValues are set (Do's answers), so
+	// that tooMany names the count passed.
+	objects, values       int
+	maxObjects, maxValues int
+	tooMany               string
+
+	raw  []byte // what str kept of a key
+	kbuf []byte
+
+	// What the walk looked up of the types it met, kept here: the caches
+	// behind them cost atomic loads, per value.
+	unmarshal map[reflect.Type]int
+	fields    map[reflect.Type]*fieldSet
+}
+
+// unmarshals is unmarshals(t), looked up once per walk.
+func (s *sizer) unmarshals(t reflect.Type) int {
+	u, ok := s.unmarshal[t]
+	if !ok {
+		if s.unmarshal == nil {
+			s.unmarshal = map[reflect.Type]int{}
+		}
+		u = unmarshals(t)
+		s.unmarshal[t] = u
+	}
+	return u
+}
+
+// fieldsOf is fieldsOf(t), looked up once per walk.
+func (s *sizer) fieldsOf(t reflect.Type) *fieldSet {
+	f, ok := s.fields[t]
+	if !ok {
+		if s.fields == nil {
+			s.fields = map[reflect.Type]*fieldSet{}
+		}
+		f = fieldsOf(t)
+		s.fields[t] = f
+	}
+	return f
+}
+
+// pos is where the sizer is in the text.
+func (s *sizer) pos() int { return s.base + s.i }
+
 func (s *sizer) add(n int64) {
-	if s.cost += n; s.cost > s.budget {
-		s.over = true
+	if s.cost += n; s.cost > DecodeBudget(s.pos()) && !s.unbounded && !s.over {
+		s.over, s.at = true, s.pos()
 	}
 }
 
+// err is what the walk found: a count passed, or a cost past its budget.
+func (s *sizer) err() error {
+	switch {
+	case s.tooMany == "objects":
+		return &AnswerTooLargeError{What: s.tooMany, Limit: s.maxObjects}
+	case s.tooMany == "values":
+		return &AnswerTooLargeError{What: s.tooMany, Limit: s.maxValues}
+	case s.over:
+		return &DecodeTooLargeError{Bytes: s.at, Budget: DecodeBudget(s.at)}
+	}
+	return nil
+}
+
 // fail stops the walk on a text that is not JSON: it does not decode.
-func (s *sizer) fail() { s.i = len(s.data) }
+func (s *sizer) fail() { s.bad = true }
+
+// avail reports whether a byte is at s.i, asking next for the text's next
+// part when data is weighed.
+func (s *sizer) avail() bool {
+	for s.i >= len(s.data) {
+		if s.next == nil || s.over || s.bad {
+			return false
+		}
+		p := s.next()
+		if p == nil {
+			s.next = nil
+			return false
+		}
+		s.i -= len(s.data)
+		s.base += len(s.data)
+		s.data = p
+	}
+	return true
+}
 
 func (s *sizer) ws() {
-	for s.i < len(s.data) {
-		switch s.data[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
+	for s.avail() {
+		data, i := s.data, s.i
+		for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+			i++
+		}
+		if s.i = i; i < len(data) {
 			return
 		}
 	}
 }
 
-func (s *sizer) done() bool { return s.over || s.i >= len(s.data) }
+func (s *sizer) done() bool { return s.over || s.bad || !s.avail() }
+
+// count counts one value, and one object when object: past either bound
+// the walk stops.
+func (s *sizer) count(object bool) {
+	if s.maxValues == 0 {
+		return
+	}
+	s.values++
+	if object {
+		s.objects++
+	}
+	switch {
+	case s.objects > s.maxObjects:
+		s.tooMany, s.over = "objects", true
+	case s.values > s.maxValues:
+		s.tooMany, s.over = "values", true
+	}
+}
 
 // value walks one value decoded into t.
 func (s *sizer) value(t reflect.Type, depth int) {
@@ -132,12 +260,16 @@ func (s *sizer) value(t reflect.Type, depth int) {
 			t = t.Elem()
 			s.add(int64(t.Size()))
 		}
-		if t.Kind() != reflect.Interface && (reflect.PointerTo(t).Implements(unmarshalerType) || c == '"' && reflect.PointerTo(t).Implements(textUnmarshalerType)) {
-			start := s.i
+		if u := s.unmarshals(t); u == jsonUnmarshaler || c == '"' && u == textUnmarshaler {
+			start := s.pos()
 			s.value(nil, depth)
-			s.add(int64(s.i - start))
+			s.add(int64(s.pos() - start))
 			return
 		}
+	}
+	s.count(c == '{')
+	if s.over {
+		return
 	}
 	switch c {
 	case '{':
@@ -145,7 +277,7 @@ func (s *sizer) value(t reflect.Type, depth int) {
 	case '[':
 		s.array(t, depth)
 	case '"':
-		n := s.str()
+		n := s.str(0)
 		switch {
 		case t == nil:
 		case t.Kind() == reflect.String:
@@ -156,16 +288,20 @@ func (s *sizer) value(t reflect.Type, depth int) {
 			s.add(boxedString + int64(n))
 		}
 	default:
-		start := s.i
+		start := s.pos()
 	scalar:
-		for s.i < len(s.data) {
-			switch s.data[s.i] {
-			case ' ', '\t', '\r', '\n', ',', ']', '}', ':':
-				break scalar
+		for s.avail() {
+			data, i := s.data, s.i
+			for ; i < len(data); i++ {
+				switch data[i] {
+				case ' ', '\t', '\r', '\n', ',', ']', '}', ':':
+					s.i = i
+					break scalar
+				}
 			}
-			s.i++
+			s.i = i
 		}
-		if s.i == start {
+		if s.pos() == start {
 			s.fail()
 			return
 		}
@@ -175,32 +311,59 @@ func (s *sizer) value(t reflect.Type, depth int) {
 	}
 }
 
-// str skips a string and returns the length of its text between quotes.
-func (s *sizer) str() int {
+// str skips a string and returns the length of its text between quotes,
+// keeping its first keep+1 bytes of it in s.raw (a key to match: one
+// longer than keep matches nothing).
+func (s *sizer) str(keep int) int {
 	s.i++
-	start := s.i
-	for s.i < len(s.data) {
-		switch s.data[s.i] {
-		case '\\':
-			s.i += 2
-		case '"':
-			s.i++
-			return s.i - 1 - start
-		default:
-			s.i++
+	start := s.pos()
+	s.raw = s.raw[:0]
+	for s.avail() {
+		// Most of an answer is inside strings (bodies in base64): skip to
+		// the next quote or backslash.
+		rest := s.data[s.i:]
+		j := bytes.IndexByte(rest, '"')
+		if j < 0 {
+			j = len(rest)
 		}
+		if b := bytes.IndexByte(rest[:j], '\\'); b >= 0 {
+			j = b
+		}
+		s.keep(rest[:j], keep)
+		s.i += j
+		if j == len(rest) {
+			continue
+		}
+		if rest[j] == '"' {
+			s.i++
+			return s.pos() - 1 - start
+		}
+		// A backslash and the byte it escapes, which may be in the next part.
+		s.keep(rest[j:j+1], keep)
+		s.i++
+		if !s.avail() {
+			break
+		}
+		s.keep(s.data[s.i:s.i+1], keep)
+		s.i++
 	}
 	s.fail()
 	return 0
 }
 
+func (s *sizer) keep(b []byte, keep int) {
+	if room := keep + 1 - len(s.raw); room > 0 && keep > 0 {
+		s.raw = append(s.raw, b[:min(len(b), room)]...)
+	}
+}
+
 func (s *sizer) object(t reflect.Type, depth int) {
-	var fields map[string]field
+	var fields *fieldSet
 	var key, elem reflect.Type
 	switch {
 	case t == nil:
 	case t.Kind() == reflect.Struct:
-		fields = fieldsOf(t)
+		fields = s.fieldsOf(t)
 	case t.Kind() == reflect.Map:
 		key, elem = t.Key(), t.Elem()
 		s.add(anyMap)
@@ -211,7 +374,7 @@ func (s *sizer) object(t reflect.Type, depth int) {
 	}
 	s.i++ // {
 	s.ws()
-	if s.i < len(s.data) && s.data[s.i] == '}' {
+	if s.avail() && s.data[s.i] == '}' {
 		s.i++
 		return
 	}
@@ -221,8 +384,11 @@ func (s *sizer) object(t reflect.Type, depth int) {
 			s.fail()
 			return
 		}
-		kstart := s.i
-		n := s.str()
+		keep := 0
+		if fields != nil {
+			keep = fields.keep
+		}
+		n := s.str(keep)
 		if s.done() { // the text ends in the key, or right after it
 			s.fail()
 			return
@@ -230,8 +396,11 @@ func (s *sizer) object(t reflect.Type, depth int) {
 		var next reflect.Type
 		switch {
 		case fields != nil:
-			s.kbuf = appendFolded(s.kbuf[:0], s.key(kstart))
-			if f, ok := fields[string(s.kbuf)]; ok {
+			if n > keep {
+				break // longer than any name it could match
+			}
+			s.kbuf = appendFolded(s.kbuf[:0], unquote(s.raw))
+			if f, ok := fields.byName[string(s.kbuf)]; ok {
 				next = f.typ
 				s.add(f.through)
 			}
@@ -272,7 +441,7 @@ func (s *sizer) array(t reflect.Type, depth int) {
 	}
 	s.i++ // [
 	s.ws()
-	if s.i < len(s.data) && s.data[s.i] == ']' {
+	if s.avail() && s.data[s.i] == ']' {
 		s.i++
 		return
 	}
@@ -305,20 +474,54 @@ func (s *sizer) more(closing byte) bool {
 	return false
 }
 
-// key is the key that starts at start and ends at s.i, between its
-// quotes, unescaped when it has escapes (rare: encoding/json matches the
-// unescaped key).
-func (s *sizer) key(start int) []byte {
-	q := s.data[start:s.i]
-	inner := q[1 : len(q)-1]
+// unquote is a key's text between its quotes, unescaped when it has
+// escapes (rare: encoding/json matches the unescaped key).
+func unquote(inner []byte) []byte {
 	if bytes.IndexByte(inner, '\\') < 0 {
 		return inner
 	}
 	var k string
-	if json.Unmarshal(q, &k) != nil {
+	if json.Unmarshal(append(append([]byte{'"'}, inner...), '"'), &k) != nil {
 		return nil
 	}
 	return []byte(k)
+}
+
+// members calls fn with each key of the JSON object text (unescaped; nil
+// when longer than keep bytes as written) and its value's text, in order,
+// sharing text's memory, and stops where text is not an object's.
+func members(text []byte, keep int, fn func(key, value []byte)) {
+	s := sizer{data: text}
+	s.ws()
+	if s.done() || s.data[s.i] != '{' {
+		return
+	}
+	s.i++
+	for {
+		s.ws()
+		if s.done() || s.data[s.i] != '"' {
+			return
+		}
+		var key []byte
+		if n := s.str(keep); n <= keep {
+			key = unquote(s.raw)
+		}
+		s.ws()
+		if s.done() || s.data[s.i] != ':' {
+			return
+		}
+		s.i++
+		s.ws()
+		start := s.i
+		s.value(nil, 0)
+		if s.bad {
+			return
+		}
+		fn(key, text[start:s.i])
+		if !s.more('}') {
+			return
+		}
+	}
 }
 
 // appendFolded appends name as encoding/json matches it without regard to
@@ -347,18 +550,29 @@ type field struct {
 	through int64
 }
 
-var fieldCache sync.Map // reflect.Type → map[string]field
+// fieldSet is a struct's fields by folded JSON name, and the longest key
+// as written that may name one: a key folds to no fewer runes than it
+// has, each escaped in at most 12 bytes (a surrogate pair).
+type fieldSet struct {
+	byName map[string]field
+	keep   int
+}
+
+var fieldCache sync.Map // reflect.Type → *fieldSet
 
 // fieldsOf is t's fields by folded JSON name, those of embedded structs
 // included unless a shallower field has the name.
-func fieldsOf(t reflect.Type) map[string]field {
+func fieldsOf(t reflect.Type) *fieldSet {
 	if m, ok := fieldCache.Load(t); ok {
-		return m.(map[string]field)
+		return m.(*fieldSet)
 	}
-	m := map[string]field{}
-	addFields(m, t, 0, 0)
-	fieldCache.Store(t, m)
-	return m
+	f := &fieldSet{byName: map[string]field{}}
+	addFields(f.byName, t, 0, 0)
+	for name := range f.byName {
+		f.keep = max(f.keep, 12*len(name))
+	}
+	fieldCache.Store(t, f)
+	return f
 }
 
 func addFields(m map[string]field, t reflect.Type, through int64, depth int) {
@@ -407,37 +621,11 @@ func addFields(m map[string]field, t reflect.Type, through int64, depth int) {
 // dataOf is the value of the "data" key of an answer (the last, as
 // encoding/json keeps), nil when there is none; it shares answer's memory.
 func dataOf(answer []byte) []byte {
-	s := sizer{data: answer}
-	s.ws()
-	if s.done() || s.data[s.i] != '{' {
-		return nil
-	}
-	s.i++
 	var data []byte
-	for !s.done() {
-		s.ws()
-		if s.done() || s.data[s.i] != '"' {
-			return data
+	members(answer, 12*len("data"), func(key, value []byte) {
+		if string(appendFolded(nil, key)) == "DATA" {
+			data = value
 		}
-		kstart := s.i
-		s.str()
-		s.kbuf = appendFolded(s.kbuf[:0], s.key(kstart))
-		s.ws()
-		if s.done() || s.data[s.i] != ':' {
-			return data
-		}
-		s.i++
-		s.ws()
-		start := s.i
-		s.value(nil, 0)
-		if string(s.kbuf) == "DATA" {
-			data = answer[start:s.i]
-		}
-		s.ws()
-		if s.done() || s.data[s.i] != ',' {
-			return data
-		}
-		s.i++
-	}
+	})
 	return data
 }

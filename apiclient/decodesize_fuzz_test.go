@@ -2,6 +2,7 @@ package apiclient
 
 import (
 	"encoding/json"
+	"reflect"
 	"runtime"
 	"testing"
 
@@ -38,7 +39,27 @@ func FuzzCheckDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var v target
-		if err := CheckDecode(data, &v); err != nil {
+		err := CheckDecode(data, &v)
+		// Weighed in parts as they arrive, the text weighs the same.
+		whole := sizer{data: data}
+		whole.value(reflect.TypeOf(&v), 0)
+		for _, size := range []int{1, 2, 7} {
+			rest := data
+			parts := sizer{next: func() []byte {
+				if len(rest) == 0 {
+					return nil
+				}
+				p := rest[:min(size, len(rest))]
+				rest = rest[len(p):]
+				return p
+			}}
+			parts.value(reflect.TypeOf(&v), 0)
+			if parts.cost != whole.cost || parts.pos() != whole.pos() || parts.over != whole.over || parts.bad != whole.bad {
+				t.Fatalf("in parts of %d: cost %d at %d (over %v, bad %v), whole: cost %d at %d (over %v, bad %v)", size,
+					parts.cost, parts.pos(), parts.over, parts.bad, whole.cost, whole.pos(), whole.over, whole.bad)
+			}
+		}
+		if err != nil {
 			return
 		}
 		var before, after runtime.MemStats

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,11 +48,14 @@ func answeringWith(t *testing.T, answer []byte) string {
 }
 
 // TestDoWeighsAnAnswerBeforeDecodingIt: an answer is weighed by the type
-// it decodes into before it is decoded, and refused past DecodeBudget of
-// its length. Before, 1 048 560 empty attempts (a 3 MiB answer, within the
-// objects and values cli/cmdutil counts) decoded into 152-byte structs:
-// about 900 MiB allocated and 443 MiB held; a list of empty errors of the
-// same size into 24-byte ones. The relay's largest answers still decode.
+// it decodes into as it arrives, and refused once the part read weighs
+// more than DecodeBudget of its length, the rest not read. Before,
+// 1 048 560 empty attempts (a 3 MiB answer, within MaxAnswerObjects)
+// decoded into 152-byte structs: about 900 MiB allocated and 443 MiB
+// held; a list of empty errors of the same size into 24-byte ones; read
+// whole, then weighed, they were refused having allocated 7.1 MiB; now
+// within the first 300 KiB, 0.3 to 0.6 MiB. The relay's largest answers
+// still decode.
 func TestDoWeighsAnAnswerBeforeDecodingIt(t *testing.T) {
 	type delivery struct{ Attempts []deliveryjson.Attempt }
 	for _, tt := range []struct {
@@ -79,8 +83,8 @@ func TestDoWeighsAnAnswerBeforeDecodingIt(t *testing.T) {
 			if !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "decode answer: ") || tooLarge.Bytes > len(tt.answer) {
 				t.Errorf("Do = %v, want the answer refused as too large decoded", err)
 			}
-			if allocated > 32 || held > 8 {
-				t.Errorf("refusing the answer allocated %.1f MiB and held %.1f, want at most 32 and 8", allocated, held)
+			if allocated > 2 || held > 1 {
+				t.Errorf("refusing the answer allocated %.1f MiB and held %.1f, want at most 2 and 1", allocated, held)
 			}
 		})
 	}
@@ -94,7 +98,8 @@ func TestDoWeighsAnAnswerBeforeDecodingIt(t *testing.T) {
 }
 
 // TestLargestAnswersFitTheBudget: what a relay answers at its bounds is
-// within DecodeBudget: a delivery whose request and response hold the most
+// within DecodeBudget, weighed as it arrives, and within MaxAnswerObjects
+// and MaxAnswerValues: a delivery whose request and response hold the most
 // header fields (agentwire.MaxAnswerHeaders, 349 525, a 1 MiB head of
 // "a:" lines; ingress admits fewer) with 400 attempts
 // (domain.MaxDeliveryAttempts), and a page of 100 deliveries
@@ -102,28 +107,58 @@ func TestDoWeighsAnAnswerBeforeDecodingIt(t *testing.T) {
 // 192 KiB and 400 attempts each, 55 MiB of the 64 MiB Do reads.
 func TestLargestAnswersFitTheBudget(t *testing.T) {
 	const attempt = `{"id":"att-0123456789abcdef","status":200,"startedAt":"2026-12-03T16:00:00.000Z","durationMs":12,"error":null,"retry":false,"late":false}`
-	header := `{"name":"a","value":"","valueBase64":null}`
-	headers := func(n int) string { return string(repeated(`[`, header, n, `]`)) }
-	attempts := string(repeated(`[`, attempt, 400, `]`))
-	full := `{"id":"d","headers":` + headers(349_525) + `,"responseHeaders":` + headers(349_525) + `,"attempts":` + attempts + `}`
+	const header = `{"name":"a","value":"","valueBase64":null}`
 	body := strings.Repeat("QUJD", 192<<10/3)
-	row := `{"id":"d","headers":` + headers(200) + `,"bodyBase64":"` + body + `","responseBodyBase64":"` + body + `","attempts":` + attempts + `}`
+	row := `{"id":"d","headers":` + string(repeated(`[`, header, 200, `]`)) + `,"bodyBase64":"` + body + `","responseBodyBase64":"` + body + `","attempts":` + string(repeated(`[`, attempt, 400, `]`)) + `}`
 	for _, tt := range []struct {
 		name string
-		data []byte
+		text []run
 		out  any
 	}{
-		{"a delivery at the bounds", []byte(`{"delivery":` + full + `}`), &struct{ Delivery deliveryjson.Export }{}},
-		{"a page of 100", repeated(`{"deliveries":{"nodes":[`, row, 100, `]}}`), &struct {
+		{"a delivery at the bounds", []run{
+			{`{"delivery":{"id":"d","headers":[`, 1}, {header, 349_525}, {`],"responseHeaders":[`, 1}, {header, 349_525},
+			{`],"attempts":[`, 1}, {attempt, 400}, {`]}}`, 1},
+		}, &struct{ Delivery deliveryjson.Export }{}},
+		{"a page of 100", []run{{`{"deliveries":{"nodes":[`, 1}, {row, 100}, {`]}}`, 1}}, &struct {
 			Deliveries struct{ Nodes []deliveryjson.Export }
 		}{}},
 	} {
-		s := sizer{data: tt.data, budget: 1 << 62}
+		// Weighed as Do weighs an answer, in parts, counted too.
+		s := sizer{next: generated(tt.text), maxObjects: MaxAnswerObjects, maxValues: MaxAnswerValues}
 		s.value(reflect.TypeOf(tt.out), 0)
-		t.Logf("%s: %.1f MiB of text weighs %.1f MiB, budget %.1f MiB", tt.name, float64(len(tt.data))/(1<<20), float64(s.cost)/(1<<20), float64(DecodeBudget(len(tt.data)))/(1<<20))
-		if err := CheckDecode(tt.data, tt.out); err != nil {
-			t.Errorf("%s: %v", tt.name, err)
+		t.Logf("%s: %.1f MiB of text weighs %.1f MiB, budget %.1f MiB; %d objects, %d values", tt.name, float64(s.pos())/(1<<20), float64(s.cost)/(1<<20), float64(DecodeBudget(s.pos()))/(1<<20), s.objects, s.values)
+		if err := s.err(); err != nil || s.bad || s.avail() {
+			t.Errorf("%s: %v (not JSON: %v)", tt.name, err, s.bad)
 		}
+	}
+}
+
+// run is n copies of elem, separated by commas.
+type run struct {
+	elem string
+	n    int
+}
+
+// generated gives the text of runs in parts of about 64 KiB, one buffer
+// reused, so that a test weighs a large text without building it.
+func generated(runs []run) func() []byte {
+	runs = slices.Clone(runs)
+	var buf []byte
+	return func() []byte {
+		buf = buf[:0]
+		for len(runs) > 0 && len(buf) < 64<<10 {
+			r := &runs[0]
+			buf = append(buf, r.elem...)
+			if r.n--; r.n > 0 {
+				buf = append(buf, ',')
+			} else {
+				runs = runs[1:]
+			}
+		}
+		if len(buf) == 0 {
+			return nil
+		}
+		return buf
 	}
 }
 
@@ -146,8 +181,8 @@ func TestCheckDecodeWeighsAsDecoded(t *testing.T) {
 		{"escaped key", repeated(`{"\u004cist":[`, "{}", n, `]}`), &Inner{}},
 		{"embedded behind a pointer", repeated(`{"list":[`, "{}", n, `]}`), &embedding{}},
 		{"map of pointers", repeated(`{"m":{`, `"":{}`, n, `}}`), &map[string]map[string]*deliveryjson.Attempt{}},
-		{"any", repeated(`[`, `[]`, 1<<20, `]`), new(any)},
-		{"raw messages", repeated(`[`, `1`, 1<<20, `]`), &[]json.RawMessage{}},
+		{"any", repeated(`[`, `[]`, 1<<18, `]`), new(any)},                     // 10 MiB
+		{"raw messages", repeated(`[`, `1`, 1<<19, `]`), &[]json.RawMessage{}}, // 12.5 MiB
 	} {
 		err := CheckDecode(tt.data, tt.out)
 		var tooLarge *DecodeTooLargeError
@@ -155,11 +190,12 @@ func TestCheckDecodeWeighsAsDecoded(t *testing.T) {
 			t.Errorf("%s: CheckDecode = %v, want too large", tt.name, err)
 		}
 	}
-	// Unknown fields, nulls and what does not decode weigh nothing.
+	// Unknown fields, nulls and what does not decode weigh nothing (1<<17
+	// attempts would be 19 MiB).
 	for _, data := range []string{
-		string(repeated(`{"unknown":[`, "{}", 1<<20, `]}`)),
+		string(repeated(`{"unknown":[`, "{}", 1<<17, `]}`)),
 		`{"list":null}`,
-		string(repeated(`{"other":[`, "{}", 1<<20, `]}`)),
+		string(repeated(`{"other":[`, "{}", 1<<17, `]}`)),
 		`{"list":[{}`,
 		`{"list":[{]}`,
 	} {
@@ -172,9 +208,10 @@ func TestCheckDecodeWeighsAsDecoded(t *testing.T) {
 // TestSubscribeWeighsAMessage: a subscription's message is weighed as Do
 // weighs an answer, its errors included.
 func TestSubscribeWeighsAMessage(t *testing.T) {
+	// 1<<17 empty errors, 256 KiB, are 11 MiB of wireError, past their
+	// budget of 8.3 MiB.
 	for _, payload := range [][]byte{
-		repeated(`{"errors":[`, "{}", 1<<20, `]}`),
-		repeated(`{"errors":[{"extensions":{`, `"a":[]`, 1<<20, `}}]}`),
+		repeated(`{"errors":[`, "{}", 1<<17, `]}`),
 	} {
 		up := websocket.Upgrader{Subprotocols: []string{gqlws.Subprotocol}}
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -207,14 +244,15 @@ func TestSubscribeWeighsAMessage(t *testing.T) {
 
 // TestErrorDecodesFewExtensions: of an error's extensions, err decodes
 // the code and at most maxExtensions others, each of at most maxExtension
-// bytes. Before, every one of 20 000 extensions of 1 KiB (a 20 MiB answer,
-// within its budget as raw text) was decoded into a tree of any, twelve
-// times its text.
+// bytes, and copies no more of them. Before, every one of 20 000
+// extensions of 1 KiB (a 20 MiB answer, within its budget as raw text) was
+// decoded into a tree of any, twelve times its text, 453.3 MiB; here 256
+// of them.
 func TestErrorDecodesFewExtensions(t *testing.T) {
 	var b bytes.Buffer
 	b.WriteString(`{"errors":[{"message":"x","extensions":{`)
 	value := "[" + strings.Repeat("0,", 510) + "0]"
-	for i := range 20_000 {
+	for i := range 256 {
 		b.WriteString(`"a` + strconv.Itoa(i) + `":` + value + `,`)
 	}
 	b.WriteString(`"code":"NOT_FOUND"}}],"data":null}`)
@@ -225,12 +263,50 @@ func TestErrorDecodesFewExtensions(t *testing.T) {
 	err := New(url, "t").Do(context.Background(), "{ x }", nil, nil)
 	runtime.ReadMemStats(&after)
 	allocated := float64(after.TotalAlloc-before.TotalAlloc) / (1 << 20)
-	t.Logf("a %.1f MiB answer of 20 000 extensions: %v; allocated %.1f MiB", float64(b.Len())/(1<<20), err, allocated)
+	t.Logf("a %.2f MiB answer of 256 extensions: %v; allocated %.2f MiB", float64(b.Len())/(1<<20), err, allocated)
 	var ae *Error
 	if !errors.As(err, &ae) || ae.Code != "NOT_FOUND" || len(ae.Extensions) != maxExtensions {
-		t.Errorf("Do = %v (%d extensions), want NOT_FOUND with %d extensions", err, len(ae.Extensions), maxExtensions)
+		t.Fatalf("Do = %v, want NOT_FOUND with %d extensions", err, maxExtensions)
 	}
-	if allocated > 96 {
-		t.Errorf("an error's extensions allocated %.1f MiB, want at most 96", allocated)
+	if most := 4 * float64(b.Len()) / (1 << 20); allocated > most {
+		t.Errorf("an error's extensions allocated %.2f MiB, want at most %.2f", allocated, most)
+	}
+}
+
+// lowerCounts sets the counts Do bounds an answer by to objects and
+// values for the test.
+func lowerCounts(t *testing.T, objects, values int) {
+	o, v := answerObjects, answerValues
+	answerObjects, answerValues = objects, values
+	t.Cleanup(func() { answerObjects, answerValues = o, v })
+}
+
+// TestAnswersAreCountedAsTheyArrive: an answer holding more JSON objects
+// than MaxAnswerObjects, or values than MaxAnswerValues (lowered here to
+// 1<<14 and 1<<16), is refused once the part read passes the count,
+// naming it, though they weigh nothing decoded (an unknown field's). The
+// relay's largest answers are within the counts
+// (TestLargestAnswersFitTheBudget).
+func TestAnswersAreCountedAsTheyArrive(t *testing.T) {
+	lowerCounts(t, 1<<14, 1<<16)
+	for _, tt := range []struct {
+		what   string
+		answer []byte
+	}{
+		{"objects", repeated(`{"data":{"unknown":[`, "{}", 1<<14+1, `]}}`)},
+		{"values", repeated(`{"data":{"unknown":[`, "0", 1<<16, `]}}`)},
+	} {
+		url := answeringWith(t, tt.answer)
+		var res struct{ Delivery struct{ ID string } }
+		err := New(url, "t").Do(context.Background(), "{ delivery }", nil, &res)
+		var tooMany *AnswerTooLargeError
+		if !errors.As(err, &tooMany) || tooMany.What != tt.what || !strings.Contains(err.Error(), "over") {
+			t.Errorf("Do = %v, want the answer refused for its %s", err, tt.what)
+		}
+	}
+	// Just within them, an answer decodes.
+	url := answeringWith(t, repeated(`{"data":{"unknown":[`, "0", 1<<16-3, `]}}`))
+	if err := New(url, "t").Do(context.Background(), "{ delivery }", nil, nil); err != nil {
+		t.Errorf("an answer within the counts: %v", err)
 	}
 }

@@ -55,25 +55,21 @@ func (c *Connection) LoadTLS() (err error) {
 	return nil
 }
 
-// Client calls the relay with token ("" for no account). What it decodes
-// of an answer is bounded by MaxAnswerObjects and MaxAnswerValues, then
-// by what it weighs decoded (apiclient.CheckDecode).
+// Client calls the relay with token ("" for no account). What it reads
+// of an answer is bounded as it arrives: its bytes, JSON objects and
+// values, and what it weighs decoded (apiclient.Do).
 func (c *Connection) Client(token string) *apiclient.Client {
-	hc := countedHTTP
+	var hc *http.Client // apiclient's own, for http
 	if c.TLS != nil {
 		if c.hc == nil {
 			t := http.DefaultTransport.(*http.Transport).Clone()
 			t.TLSClientConfig = c.TLS
-			c.hc = &http.Client{Timeout: countedHTTP.Timeout, Transport: countedAnswers{base: t}}
+			c.hc = &http.Client{Timeout: 2 * time.Minute, Transport: t}
 		}
 		hc = c.hc
 	}
 	return &apiclient.Client{Server: c.Server, Token: token, TLS: c.TLS, HTTP: hc}
 }
-
-// countedHTTP is apiclient's default client (two minutes for an answer)
-// with its answers counted (countedAnswers).
-var countedHTTP = &http.Client{Timeout: 2 * time.Minute, Transport: countedAnswers{base: http.DefaultTransport}}
 
 // Resolve fills what flags and environment left unset from the stored
 // config: flag > env > config file > default. The stored token is used
@@ -171,7 +167,7 @@ func (c *Connection) LoggedIn(fs *pflag.FlagSet, env func(string) string) (*apic
 
 // CallGraphQL posts one GraphQL operation to the relay at server.
 func CallGraphQL(ctx context.Context, server, token, query string, vars map[string]any, out any) error {
-	return (&apiclient.Client{Server: server, Token: token, HTTP: countedHTTP}).Do(ctx, query, vars, out)
+	return apiclient.New(server, token).Do(ctx, query, vars, out)
 }
 
 // AdminRefused is err of a call made with the operator's --admin-token:
