@@ -86,6 +86,12 @@ type session struct {
 	// rbuf is the buffer read reads messages into, reused by the next
 	// read; only the reading goroutine touches it.
 	rbuf []byte
+
+	// refusals are the forwards the agent does not run, waiting for one
+	// of at most maxRefusing workers (refusing counts them) to report
+	// them (refuse); made by the reading goroutine with the first.
+	refusals chan refusal
+	refusing atomic.Int32
 }
 
 // workerIdle is how long a worker goroutine waits for another forward
@@ -441,7 +447,7 @@ func (r localRequest) weight() int64 {
 }
 
 // dispatch runs w on a worker when its request fits what the agent holds
-// in flight; else it reports it failed without running it.
+// in flight; else it reports it failed without running it (refuse).
 func (s *session) dispatch(ctx context.Context, sv *served, w work) {
 	s.servedBy(sv)
 	weight := w.req.weight()
@@ -449,13 +455,12 @@ func (s *session) dispatch(ctx context.Context, sv *served, w work) {
 		if w.err == nil {
 			w.err = ErrTooMuchInFlight
 		}
-		w.req, weight = localRequest{}, 0
+		s.refuse(ctx, sv, w)
+		return
 	}
 	s.workers.Go(func(wk *worker) {
 		s.handle(ctx, wk, sv, w)
-		if weight > 0 {
-			s.a.inFlight.Release(weight)
-		}
+		s.a.inFlight.Release(weight)
 	})
 }
 
