@@ -357,7 +357,8 @@ func answerType(out any) reflect.Type {
 // errAnswerTooLong is an answer longer than maxAnswer.
 var errAnswerTooLong = fmt.Errorf("an answer over %d MiB, more than a relay answers", maxAnswer>>20)
 
-// readAnswer reads an answer's body, weighing it as it arrives for what
+// readAnswer reads an answer's body (or a subscription's message),
+// weighing it as it arrives for what
 // it decodes into as t (as CheckDecode does) and counting its JSON
 // objects and values: past maxAnswer bytes (err), or once the part read
 // passes a weight or a count (bounds), it stops reading. The answer is

@@ -87,8 +87,11 @@ func TestSubscribeBoundsAMessage(t *testing.T) {
 	if got != 0 || err == nil {
 		t.Errorf("Subscribe took a message of %d bytes (error %v), want it refused past %d MiB", got, err, maxAnswer>>20)
 	}
-	if grew > 3*maxAnswer {
-		t.Fatalf("one message from the server raised the client's heap by %d MiB (message %d MiB): no read limit", grew>>20, size>>20)
+	// Read whole by the WebSocket's JSON decoder, then weighed, the message
+	// raised the heap by 96-112 MiB; now read in pieces weighed as they
+	// arrive, dropped at the bound unjoined.
+	if most := int64(maxAnswer + 16<<20); grew > most {
+		t.Fatalf("one message from the server raised the client's heap by %d MiB (message %d MiB), want at most %d", grew>>20, size>>20, most>>20)
 	}
 }
 

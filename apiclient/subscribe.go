@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -138,8 +139,22 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 	}()
 	for {
 		conn.SetReadDeadline(time.Now().Add(subscribeSilence))
+		// A message is weighed and counted as it arrives, as Do's answer
+		// is, its result's errors by what they decode into (its data stays
+		// raw for next), and refused once the part read passes a bound.
+		_, r, err := conn.NextReader()
+		if err != nil {
+			return c.wsErr(ctx, err)
+		}
+		text, bounds, err := readAnswer(r, -1, messageType)
+		if bounds != nil {
+			return fmt.Errorf("decode subscription result: %w", bounds)
+		}
+		if err != nil {
+			return c.wsErr(ctx, err)
+		}
 		var m gqlws.Message
-		if err := conn.ReadJSON(&m); err != nil {
+		if err := json.Unmarshal(text, &m); err != nil {
 			return c.wsErr(ctx, err)
 		}
 		switch m.Type {
@@ -151,9 +166,6 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 			var res struct {
 				Data   json.RawMessage
 				Errors []wireError
-			}
-			if err := CheckDecode(m.Payload, &res); err != nil {
-				return fmt.Errorf("decode subscription result: %w", err)
 			}
 			if err := json.Unmarshal(m.Payload, &res); err != nil {
 				return fmt.Errorf("decode subscription result: %w", err)
@@ -175,6 +187,17 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 		}
 	}
 }
+
+// messageType is what Subscribe weighs a message as while it arrives: a
+// result's errors as decoded, its data raw (an error message's payload,
+// a list, is weighed once read).
+var messageType = reflect.TypeFor[*struct {
+	ID, Type string
+	Payload  struct {
+		Data   json.RawMessage
+		Errors []wireError
+	}
+}]()
 
 // wsErr explains a failed socket: refusals as *Error, nothing when ctx
 // ended it.
