@@ -107,10 +107,11 @@ func waitAgent(t *testing.T, r *harness.Relay, token, id string, want bool) {
 
 // waitSessionsEnded polls the account's events until the log holds an
 // agent session of Endpoint id, and an end for every one that started.
-// agentConnected turns false as the relay drops a session, before it
-// appends the session's end; the events are read through the views, in
-// the transaction that applies the end to the sessions an explanation
-// reads.
+// agentConnected turns false once the session's end is appended, but a 503
+// the relay answered on its own before that (an attempt in flight when the
+// agent died) is recorded before the end; the events are read through the
+// views, in the transaction that applies the end to the sessions an
+// explanation reads.
 func waitSessionsEnded(t *testing.T, r *harness.Relay, token, id string) {
 	t.Helper()
 	harness.Eventually(t, 15*time.Second, "the log to hold the end of every agent session of "+id, func() bool {
