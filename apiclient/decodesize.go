@@ -16,8 +16,10 @@ import (
 // not by its length: "{}" in a list of deliveryjson.Attempt is 3 bytes of
 // text and 152 of struct, so an answer of 3 MiB of empty attempts
 // allocated 905 MiB and held 179 MiB. Before a text is decoded, its
-// cost is added up as encoding/json would allocate it for that type, and a
-// text costing more than DecodeBudget(len(text)) is refused.
+// cost is added up as encoding/json would allocate it for that type, in
+// the order of the text, and a text whose first n bytes cost more than
+// DecodeBudget(n) is refused: an answer is weighed so while it arrives,
+// and refused before the rest of it is read.
 const (
 	// DecodeFloor is what any text may cost: a small answer may fill a
 	// struct larger than its text.
