@@ -91,7 +91,9 @@ func joinCluster(ctx context.Context, cfg Config, a *App, log *slog.Logger) (*cl
 	return c, nil
 }
 
-// serving lists the other live nodes holding sessions of an Endpoint.
+// serving lists the other nodes holding sessions of an Endpoint, as the
+// views show them: a lost node's too, until the reaper has recorded their
+// ends, as the roster shows them (ending).
 func (c *clusterLink) serving(endpointID string) []readmodel.NodeSessions {
 	ctx, cancel := context.WithTimeout(c.life, presenceRead)
 	defer cancel()
@@ -102,14 +104,15 @@ func (c *clusterLink) serving(endpointID string) []readmodel.NodeSessions {
 	}
 	out := nodes[:0]
 	for _, n := range nodes {
-		if n.Node != "" && n.Node != c.node && c.leases.Alive(n.Node) {
+		if n.Node != "" && n.Node != c.node {
 			out = append(out, n)
 		}
 	}
 	return out
 }
 
-// elsewhere counts the sessions of an Endpoint the other live nodes hold.
+// elsewhere counts the sessions of an Endpoint the other nodes hold, as
+// the log shows them open.
 func (c *clusterLink) elsewhere(endpointID string) int {
 	n := 0
 	for _, s := range c.serving(endpointID) {
@@ -118,9 +121,14 @@ func (c *clusterLink) elsewhere(endpointID string) int {
 	return n
 }
 
-// roster lists an Endpoint's open sessions on the live nodes, as the views
+// roster lists an Endpoint's open sessions on every node, as the views
 // show them: the primary rule, the filters and Endpoint.listeners read them
-// for every node.
+// for every node. Those of a node whose lease lapsed are marked Ending:
+// they take no work, and a delivery no other session takes waits until
+// the reaper (on whichever node leads) has recorded their ends and the
+// views show them closed, so its 503 no agent connected comes after those
+// ends in the log. Dropped at the lapse instead, they left the delivery
+// refused while the log still showed them open.
 func (c *clusterLink) roster(endpointID string) []tunnel.RemoteSession {
 	ctx, cancel := context.WithTimeout(c.life, presenceRead)
 	defer cancel()
@@ -131,11 +139,11 @@ func (c *clusterLink) roster(endpointID string) []tunnel.RemoteSession {
 	}
 	out := make([]tunnel.RemoteSession, 0, len(sessions))
 	for _, s := range sessions {
-		if s.Node == "" || (s.Node != c.node && !c.leases.Alive(s.Node)) {
+		if s.Node == "" {
 			continue
 		}
 		r := tunnel.RemoteSession{AgentID: s.AgentID, Node: s.Node, Target: s.Target, Asked: s.Asked,
-			Position: s.Position, ConnectedAt: s.ConnectedAt}
+			Position: s.Position, ConnectedAt: s.ConnectedAt, Ending: s.Node != c.node && !c.leases.Alive(s.Node)}
 		for _, text := range s.Filters {
 			f, err := domain.ParseFilter(text)
 			if err != nil {

@@ -43,7 +43,9 @@
 // process left open in the log. A session that ends takes no more work, but
 // stays in the Hub until its end is in the log: a command no other session
 // takes meanwhile waits for that end (bounded by its timeout) before it is
-// answered 503 "no agent connected", so the log holds the end first. After each start or end the node that
+// answered 503 "no agent connected", so the log holds the end first. So
+// does one for a lost node's session, which the Roster shows Ending until
+// a reaper's CloseStale has recorded its end. After each start or end the node that
 // recorded it asks its Recorder to record the Endpoint's new primary
 // (ReconcilePrimary): decided from that stream, appended at its revision,
 // so recorded once however many nodes decide.

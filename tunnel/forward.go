@@ -351,7 +351,7 @@ func (h *Hub) forward(ctx context.Context, cmd *domain.ForwardCommand, recorded 
 	}
 	pl, err := h.dispatch(*cmd, remote)
 	left := timeout
-	if err == nil && pl.ending != nil {
+	if err == nil && (pl.ending != nil || pl.lapsed) {
 		var closing bool
 		if pl, closing, err = h.awaitEnds(ctx, cmd, pl, started, timeout); closing {
 			return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureShuttingDown}, false, nil
@@ -409,21 +409,42 @@ func (h *Hub) forward(ctx context.Context, cmd *domain.ForwardCommand, recorded 
 }
 
 // awaitEnds waits, for a command that no session of its Endpoint took
-// while one that would have was ending (pl.ending), until that session's
-// end is in the log, then dispatches the command again, as often as it
-// meets another: its 503 no agent connected is recorded after the ends of
-// the sessions it was refused for, never before. The end's append is
-// bounded (the recorder's write bound) and detach goes on when it fails;
-// the wait is bounded too, by the command's timeout, past which it is
+// while one that would have was ending, until that session's end is in
+// the log, then dispatches the command again, as often as it meets
+// another: its 503 no agent connected is recorded after the ends of the
+// sessions it was refused for, never before. A session here (pl.ending)
+// tells of its end (detach closes ended once the append has returned,
+// taken or failed); a lost node's (pl.lapsed: the Roster marks it Ending)
+// is ended by the reaper of a live node, maybe another one, and the
+// command reads the Roster again every endPoll until it no longer shows
+// it. The wait is bounded by the command's timeout, past which it is
 // answered as no session took it. closing: the Hub closed meanwhile.
 // Only a command that finds no session waits: it costs the forwards that
 // find one nothing.
 func (h *Hub) awaitEnds(ctx context.Context, cmd *domain.ForwardCommand, pl plan, started time.Time, timeout time.Duration) (_ plan, closing bool, _ error) {
 	wait := time.NewTimer(timeout - time.Since(started))
 	defer wait.Stop()
-	for pl.ending != nil {
+	var poll *time.Ticker
+	defer func() {
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
+	for pl.ending != nil || pl.lapsed {
+		var ended <-chan struct{} // nil: no session here is ending
+		if pl.ending != nil {
+			ended = pl.ending.ended
+		}
+		var again <-chan time.Time // nil: no lost node's session is ending
+		if pl.lapsed {
+			if poll == nil {
+				poll = time.NewTicker(h.endPoll)
+			}
+			again = poll.C
+		}
 		select {
-		case <-pl.ending.ended:
+		case <-ended:
+		case <-again:
 		case <-wait.C:
 			return plan{}, false, nil
 		case <-ctx.Done():
@@ -689,14 +710,17 @@ func (s *session) offer(cmd domain.ForwardCommand) bool {
 
 // plan is where one attempt goes: its primary, here (local, its attempt
 // pending as pending) or on another node (remote), and the copies. With
-// neither, ending names a session that would have taken it and whose end
-// is being recorded: the attempt waits for that end (awaitEnds).
+// neither, ending names a session here that would have taken it and whose
+// end is being recorded, and lapsed tells of one on a lost node whose end
+// is not in the log yet (RemoteSession.Ending): the attempt waits for
+// those ends (awaitEnds).
 type plan struct {
 	local   *session
 	pending *pendingWork
 	remote  *RemoteSession
 	copies  []member
 	ending  *session
+	lapsed  bool
 }
 
 func (p plan) agentID() string {
@@ -726,8 +750,10 @@ func (p plan) agentID() string {
 // then registered under the lock among the matching sessions still
 // attached, so that a detach cannot miss it: one that ended meanwhile is
 // left out, and the rule picks among the rest. A session whose end is
-// being recorded takes nothing; when no other does, the plan names it
-// (plan.ending) and the attempt waits for its end before it is refused.
+// being recorded takes nothing, nor does one of a lost node whose end the
+// log does not hold yet (RemoteSession.Ending); when no other session
+// takes the attempt, the plan names them (plan.ending, plan.lapsed) and
+// the attempt waits for their ends before it is refused.
 func (h *Hub) dispatch(cmd domain.ForwardCommand, remote []RemoteSession) (plan, error) {
 	h.mu.Lock()
 	if _, busy := h.pending[cmd.AttemptID]; busy {
@@ -750,8 +776,11 @@ func (h *Hub) dispatch(cmd domain.ForwardCommand, remote []RemoteSession) (plan,
 	}
 	live := eligible[:0]
 	var ending *session
+	lapsed := false
 	for _, m := range eligible {
 		switch {
+		case m.local == nil && m.remote.Ending:
+			lapsed = true
 		case m.local == nil:
 			live = append(live, m)
 		case h.byAgent[m.local.info.AgentID] != m.local: // ended
@@ -763,7 +792,7 @@ func (h *Hub) dispatch(cmd domain.ForwardCommand, remote []RemoteSession) (plan,
 	}
 	i := primaryOf(live)
 	if i < 0 {
-		return plan{ending: ending}, nil
+		return plan{ending: ending, lapsed: lapsed}, nil
 	}
 	var pl plan
 	if m := live[i]; m.local != nil {

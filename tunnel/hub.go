@@ -140,6 +140,9 @@ type Hub struct {
 	kept           keptAnswers // the copies' answers received holds
 	// replyGrace is ReplyGrace; tests shorten it.
 	replyGrace time.Duration
+	// endPoll is how often a command waiting for the end of a lost
+	// node's session reads the Roster again (awaitEnds): lapsedPoll.
+	endPoll time.Duration
 }
 
 // receivedCommand is an attempt another node sent here.
@@ -203,6 +206,7 @@ func NewHub(cfg HubConfig) *Hub {
 
 		recordGrace: RecordGrace,
 		replyGrace:  ReplyGrace,
+		endPoll:     lapsedPoll,
 		copyBytes:   newCopyBudget(cfg.Bodies),
 		bodies:      cfg.Bodies,
 		caps:        cfg.Sessions.withDefaults(),

@@ -34,7 +34,18 @@ type RemoteSession struct {
 	Filters     []domain.Filter
 	Position    uint64 // of its agent.connected.v1: the rule's order
 	ConnectedAt time.Time
+	// Ending: its node's lease lapsed, and the log does not hold its end
+	// yet (a live node's reaper records it, CloseStale). It takes no work
+	// and no copy; a command no other session takes waits until the
+	// Roster no longer shows it (awaitEnds), so the 503 no agent connected
+	// it is answered comes after that end in the log.
+	Ending bool
 }
+
+// lapsedPoll is how often a command that waits for the end of a lost
+// node's session (RemoteSession.Ending) reads the Roster again: the
+// reaper records the end within a fraction of a lease of the lapse.
+const lapsedPoll = 100 * time.Millisecond
 
 // member is one session of an Endpoint, held here (local) or by another
 // node (remote), in the rule's terms.

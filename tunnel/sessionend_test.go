@@ -323,3 +323,30 @@ func TestCloseEndsTheWaitForASessionsEnd(t *testing.T) {
 		t.Errorf("last event %+v", ev)
 	}
 }
+
+// A lost node's session whose end the log does not hold yet (the Roster
+// marks it Ending) takes no work and no copy, though it is the primary by
+// the rule: a session that takes work answers; with none, the plan says
+// to wait for the lost node's session's end (lapsed).
+func TestLapsedSessionTakesNoWork(t *testing.T) {
+	e := newEnv(t)
+	lapsed := RemoteSession{AgentID: "b1", Node: "b", Asked: true, Position: 1 << 40, Ending: true}
+	cmd := e.Receive(t, "ep", "acc")
+	pl, err := e.hub.dispatch(cmd, []RemoteSession{lapsed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.local != nil || pl.remote != nil || len(pl.copies) != 0 || !pl.lapsed {
+		t.Fatalf("plan %+v with only a lost node's session, want none taking it and lapsed", pl)
+	}
+	e.attachUntil(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"})
+	cmd = e.Receive(t, "ep", "acc")
+	pl, err = e.hub.dispatch(cmd, []RemoteSession{lapsed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.local == nil || pl.local.info.AgentID != "a" || pl.remote != nil || len(pl.copies) != 0 {
+		t.Fatalf("plan %+v, want a alone, no copy to the lost node's session", pl)
+	}
+	e.hub.resolve(pl.pending, domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503})
+}
