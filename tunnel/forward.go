@@ -452,7 +452,7 @@ func (h *Hub) awaitEnds(ctx context.Context, cmd *domain.ForwardCommand, pl plan
 		}
 		var remote []RemoteSession
 		if cmd.Agent == "" {
-			remote = h.roster(cmd.EndpointID)
+			remote = h.lapsed.read(cmd.EndpointID, h.endPoll, h.roster)
 		}
 		var err error
 		if pl, err = h.dispatch(*cmd, remote); err != nil {

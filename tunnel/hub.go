@@ -143,6 +143,9 @@ type Hub struct {
 	// endPoll is how often a command waiting for the end of a lost
 	// node's session reads the Roster again (awaitEnds): lapsedPoll.
 	endPoll time.Duration
+	// lapsed is the Roster those commands read: one read per Endpoint
+	// per endPoll, shared by every command waiting on it.
+	lapsed lapsedRosters
 }
 
 // receivedCommand is an attempt another node sent here.

@@ -3,6 +3,7 @@ package tunnel
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -349,4 +350,44 @@ func TestLapsedSessionTakesNoWork(t *testing.T) {
 		t.Fatalf("plan %+v, want a alone, no copy to the lost node's session", pl)
 	}
 	e.hub.resolve(pl.pending, domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503})
+}
+
+// The forwards waiting for a lost node's session's end read the Roster
+// again together: one read per Endpoint per poll, not one per forward.
+// Each read is a read of the views every account's reads share; 32
+// forwards waiting 500 ms with a poll of 25 ms read it about 640 times on
+// their own.
+func TestWaitingForALostNodeReadsTheRosterOncePerPoll(t *testing.T) {
+	const (
+		forwards = 32
+		poll     = 25 * time.Millisecond
+		timeout  = 500 * time.Millisecond
+	)
+	e := newEnv(t)
+	lapsed := RemoteSession{AgentID: "b1", Node: "b", Asked: true, Position: 1 << 40, Ending: true}
+	var reads atomic.Int64
+	e.hub = NewHub(HubConfig{Recorder: e.hub.rec, Roster: func(string) []RemoteSession {
+		reads.Add(1)
+		return []RemoteSession{lapsed}
+	}})
+	e.hub.endPoll = poll
+	t.Cleanup(e.hub.Close)
+	results := make([]<-chan domain.ForwardOutcome, 0, forwards)
+	for range forwards {
+		cmd := e.Receive(t, "ep", "acc")
+		cmd.Timeout = timeout
+		results = append(results, e.forwardInBackground(t, cmd))
+	}
+	for _, res := range results {
+		if out := <-res; out.Status != 503 || out.Error != domain.FailureNoAgent {
+			t.Fatalf("outcome %+v, want 503 %s at the timeout", out, domain.FailureNoAgent)
+		}
+	}
+	// Each forward reads it once as it starts; then the waiting ones
+	// share a read per poll (a few more for the time the forwards took
+	// to start).
+	t.Logf("the Roster was read %d times", reads.Load())
+	if got, most := reads.Load(), int64(forwards+4*int(timeout/poll)); got > most {
+		t.Errorf("the Roster was read %d times, want at most %d", got, most)
+	}
 }
