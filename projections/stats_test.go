@@ -180,8 +180,10 @@ func TestStatsOfflineReadsTheRangeOnly(t *testing.T) {
 		sessions = append(sessions, []any{fmt.Sprint("s", pos), from, to, open, pos})
 	}
 	ended := func(at int64) *int64 { return &at }
-	// Sessions of two months ago, a millisecond each.
-	const old = 200_000
+	// Sessions of two months ago, a millisecond each: more than
+	// statsMaxSessions, so that a read that reached them would fill its
+	// bound with them and miss the week's sessions.
+	const old = statsMaxSessions + 1000
 	for i := range int64(old) {
 		at := n - 60*day + i*int64(time.Second)
 		add(at, ended(at+int64(time.Millisecond)))
