@@ -113,6 +113,8 @@ func BenchmarkPeers(b *testing.B) {
 	table.print(os.Stdout)
 	fmt.Println()
 	table.printTargets(os.Stdout)
+	fmt.Println()
+	table.printPooledTargets(os.Stdout)
 }
 
 // peersRow is one path at one concurrency in the table of BenchmarkPeers,
@@ -182,11 +184,7 @@ func (r peersRow) figures() (peersLoad, int) {
 		for i, l := range loads {
 			v[i] = f(l)
 		}
-		slices.Sort(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+		return median(v)
 	}
 	m := peersLoad{
 		n:      n,
@@ -258,15 +256,26 @@ var peersTargets = []struct {
 	figure      func(peersLoad) float64
 	atMost      bool // the figure must be at most limit, else at least
 	limit       float64
+	// vsDirect: how the figure reads the direct load (pooledTargets)
+	vsDirect peersVsDirect
 }{
-	{"PROXY × direct, 16 senders (≥ 0.12)", 16, "relay-proxy", "proxy", peersRatio, false, 0.12},
-	{"PROXY × direct, 64 senders (≥ 0.15)", 64, "relay-proxy", "proxy", peersRatio, false, 0.15},
-	{"PROXY CPU-s per 1 000, server + agent, 16 senders (≤ 0.25)", 16, "relay-proxy", "proxy", peersCPU, true, 0.25},
-	{"PROXY CPU-s per 1 000, server + agent, 64 senders (≤ 0.25)", 64, "relay-proxy", "proxy", peersCPU, true, 0.25},
-	{"PROXY p50 over direct, one sender (≤ 0.6 ms)", 1, "relay-proxy", "proxy", func(l peersLoad) float64 { return l.over }, true, 0.6},
-	{"inspector × direct, 16 senders (≥ 0.30)", 16, "relay-inspector", "inspector", peersRatio, false, 0.30},
-	{"inspector × direct, 64 senders (≥ 0.45)", 64, "relay-inspector", "inspector", peersRatio, false, 0.45},
+	{"PROXY × direct, 16 senders (≥ 0.12)", 16, "relay-proxy", "proxy", peersRatio, false, 0.12, rateOverDirect},
+	{"PROXY × direct, 64 senders (≥ 0.15)", 64, "relay-proxy", "proxy", peersRatio, false, 0.15, rateOverDirect},
+	{"PROXY CPU-s per 1 000, server + agent, 16 senders (≤ 0.25)", 16, "relay-proxy", "proxy", peersCPU, true, 0.25, notDirect},
+	{"PROXY CPU-s per 1 000, server + agent, 64 senders (≤ 0.25)", 64, "relay-proxy", "proxy", peersCPU, true, 0.25, notDirect},
+	{"PROXY p50 over direct, one sender (≤ 0.6 ms)", 1, "relay-proxy", "proxy", func(l peersLoad) float64 { return l.over }, true, 0.6, p50OverDirect},
+	{"inspector × direct, 16 senders (≥ 0.30)", 16, "relay-inspector", "inspector", peersRatio, false, 0.30, rateOverDirect},
+	{"inspector × direct, 64 senders (≥ 0.45)", 64, "relay-inspector", "inspector", peersRatio, false, 0.45, rateOverDirect},
 }
+
+// peersVsDirect is how a target's figure reads the direct load.
+type peersVsDirect int
+
+const (
+	notDirect      peersVsDirect = iota // CPU: nothing of the direct load
+	rateOverDirect                      // the path's rate over direct's
+	p50OverDirect                       // the path's p50 less direct's
+)
 
 func peersRatio(l peersLoad) float64 { return l.ratio }
 
@@ -329,6 +338,98 @@ func (t peersTable) printTargets(w io.Writer) {
 			verdict = "no; both floors meet it"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", g.what, peersFigure(relay, g.limit), least, storage, verdict)
+	}
+}
+
+// pooledDirect is the median over every direct load of the run at
+// concurrency c (the one before each load of every path, of the largest
+// request count): its rate and its p50 in ms. The direct handler is the
+// same program before every path; one direct load's rate moved by up to
+// a factor of two from the next (19 135 to 38 169 req/s at 64 senders in
+// one run), and a path's "× direct" carried that load's noise with its
+// own.
+func (t peersTable) pooledDirect(c int) (rps, p50 float64, loads int) {
+	n := 0
+	for _, r := range t.rows {
+		for _, l := range r.loads {
+			if r.c == c {
+				n = max(n, l.n)
+			}
+		}
+	}
+	var rates, p50s []float64
+	for _, r := range t.rows {
+		for _, l := range r.loads {
+			if r.c == c && l.n == n {
+				rates, p50s = append(rates, l.direct), append(p50s, l.p50-l.over)
+			}
+		}
+	}
+	return median(rates), median(p50s), len(rates)
+}
+
+// median is the median of v (0 for none); v is sorted in place.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// printPooledTargets writes the targets read against the run's pooled
+// direct load (pooledDirect): each path's median rate over the median of
+// every direct load at that concurrency, and its median p50 over theirs.
+// The CPU targets owe nothing to the direct loads: they are in the table
+// above alone.
+func (t peersTable) printPooledTargets(w io.Writer) {
+	pooled := func(key string, c int, how peersVsDirect) (float64, bool) {
+		for _, r := range t.rows {
+			if r.key == key && r.c == c {
+				l, _ := r.figures()
+				rps, p50, _ := t.pooledDirect(c)
+				if how == rateOverDirect {
+					return l.rps / rps, true
+				}
+				return l.p50 - p50, true
+			}
+		}
+		return 0, false
+	}
+	fmt.Fprintln(w, "pooled targets: the same, each rate over the median of every direct load of the run at its concurrency, each p50 over theirs")
+	fmt.Fprintln(w, "| target | direct loads pooled | direct req/s (p50 ms) | relay | least floor | floor with the relay's storage | met? |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---|")
+	for _, g := range peersTargets {
+		if g.vsDirect == notDirect {
+			continue
+		}
+		relay, ok := pooled(g.relay, g.c, g.vsDirect)
+		if !ok {
+			continue
+		}
+		meets := func(v float64) bool {
+			if g.atMost {
+				return v <= g.limit
+			}
+			return v >= g.limit
+		}
+		cell := func(key string) string {
+			v, ok := pooled(key, g.c, g.vsDirect)
+			if !ok {
+				return "–"
+			}
+			return peersFigure(v, g.limit)
+		}
+		verdict := "no"
+		if meets(relay) {
+			verdict = "yes"
+		}
+		rps, p50, n := t.pooledDirect(g.c)
+		fmt.Fprintf(w, "| %s | %d | %s (%.2f) | %s | %s | %s | %s |\n", g.what, n, thousands(rps), p50,
+			peersFigure(relay, g.limit), cell("floor-"+g.path), cell("floor-"+g.path+"-relay-storage"), verdict)
 	}
 }
 
@@ -589,5 +690,50 @@ func TestPeersTargets(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if got := lines[3:]; !slices.Equal(got, want) {
 		t.Errorf("targets:\n%s\nwant rows:\n%s", out.String(), strings.Join(want, "\n"))
+	}
+}
+
+// TestPeersPooledTargets checks the targets read against the run's pooled
+// direct loads: a path whose own direct load ran fast reads the median of
+// every direct load of its concurrency, not its own, and the CPU targets
+// are left out.
+func TestPeersPooledTargets(t *testing.T) {
+	load := func(rps, direct float64, p50, directP50 time.Duration) (benchRun, benchRun) {
+		n := 1000
+		base := benchRun{res: harness.LoadResult{Requests: n, Elapsed: time.Duration(float64(n) / direct * float64(time.Second)), P50: directP50}}
+		got := benchRun{
+			res: harness.LoadResult{Requests: n, Elapsed: time.Duration(float64(n) / rps * float64(time.Second)), P50: p50},
+			cpu: harness.CPUUsage{Wall: time.Second, PerPID: []time.Duration{0, 100 * time.Millisecond}},
+		}
+		return base, got
+	}
+	var table peersTable
+	add := func(key string, c int, rps, direct float64, p50, directP50 time.Duration) {
+		base, got := load(rps, direct, p50, directP50)
+		table.add(key, key, c, base, got)
+	}
+	// 64 senders: the relay's own direct load ran at 2 000 req/s, the
+	// floors' at 1 000; pooled, every path reads 1 000 (the median of
+	// 1 000, 1 000 and 2 000).
+	add("relay-proxy", 64, 160, 2000, 0, 0)
+	add("floor-proxy", 64, 155, 1000, 0, 0)
+	add("floor-proxy-relay-storage", 64, 140, 1000, 0, 0)
+	// One sender: the direct p50s of 0.1, 0.2 and 0.3 ms pool to 0.2.
+	add("relay-proxy", 1, 100, 1000, 750*time.Microsecond, 100*time.Microsecond)
+	add("floor-proxy", 1, 100, 1000, 700*time.Microsecond, 200*time.Microsecond)
+	add("floor-proxy-relay-storage", 1, 100, 1000, 900*time.Microsecond, 300*time.Microsecond)
+	var per, pooled bytes.Buffer
+	table.printTargets(&per)
+	table.printPooledTargets(&pooled)
+	if !strings.Contains(per.String(), "| PROXY × direct, 64 senders (≥ 0.15) | 0.080 | 0.155 | 0.140 | no; beyond the floor with the relay's storage |") {
+		t.Errorf("per-load targets:\n%s", per.String())
+	}
+	want := []string{
+		"| PROXY × direct, 64 senders (≥ 0.15) | 3 | 1 000 (0.00) | 0.160 | 0.155 | 0.140 | yes |",
+		"| PROXY p50 over direct, one sender (≤ 0.6 ms) | 3 | 1 000 (0.20) | 0.550 | 0.500 | 0.700 | yes |",
+	}
+	lines := strings.Split(strings.TrimSpace(pooled.String()), "\n")
+	if got := lines[3:]; !slices.Equal(got, want) {
+		t.Errorf("pooled targets:\n%s\nwant rows:\n%s", pooled.String(), strings.Join(want, "\n"))
 	}
 }
