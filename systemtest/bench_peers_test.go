@@ -308,12 +308,7 @@ func (t peersTable) printTargets(w io.Writer) {
 		if !ok {
 			continue
 		}
-		meets := func(v float64) bool {
-			if g.atMost {
-				return v <= g.limit
-			}
-			return v >= g.limit
-		}
+		meets := func(v float64) bool { return peersMeets(g.atMost, g.limit, v) }
 		cell := func(key string) (string, bool, bool) {
 			v, ok := figure(key, g.c, g.figure)
 			if !ok {
@@ -410,12 +405,7 @@ func (t peersTable) printPooledTargets(w io.Writer) {
 		if !ok {
 			continue
 		}
-		meets := func(v float64) bool {
-			if g.atMost {
-				return v <= g.limit
-			}
-			return v >= g.limit
-		}
+		meets := func(v float64) bool { return peersMeets(g.atMost, g.limit, v) }
 		cell := func(key string) string {
 			v, ok := pooled(key, g.c, g.vsDirect)
 			if !ok {
@@ -431,6 +421,15 @@ func (t peersTable) printPooledTargets(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %d | %s (%.2f) | %s | %s | %s | %s |\n", g.what, n, thousands(rps), p50,
 			peersFigure(relay, g.limit), cell("floor-"+g.path), cell("floor-"+g.path+"-relay-storage"), verdict)
 	}
+}
+
+// peersMeets tells whether v meets a target of limit: at most limit when
+// atMost, else at least.
+func peersMeets(atMost bool, limit, v float64) bool {
+	if atMost {
+		return v <= limit
+	}
+	return v >= limit
 }
 
 // peersFigure is v to three decimals, or four when three would show it
